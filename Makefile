@@ -1,0 +1,37 @@
+# her-os: the two commands are `make up` (run the platform on its embedded defaults) and
+# `make test` (set up and run every test). Both work on a fresh clone.
+UV := UV_PYTHON_DOWNLOADS=never python3.11 -m uv
+RUN := $(UV) run --frozen
+
+.PHONY: help setup up down status logs test test-python test-dashboard lint format
+
+help:
+	@echo "make up        set up if needed, then run the platform on embedded defaults (Ctrl-C stops)"
+	@echo "make test      set up if needed, then run every test (lint, Python, dashboard)"
+	@echo "make down | status | logs    control a running platform"
+
+setup:
+	@scripts/bootstrap.sh
+
+up: setup
+	$(RUN) her-os up
+
+down status logs:
+	@$(RUN) her-os $@
+
+test: lint test-python test-dashboard
+
+lint: setup
+	$(RUN) ruff check .
+	$(RUN) ruff format --check .
+
+test-python: setup
+	$(RUN) pytest
+
+test-dashboard:
+	@scripts/bootstrap.sh --node
+	cd dashboard && npm run build && npm test
+
+format: setup
+	$(RUN) ruff check --fix .
+	$(RUN) ruff format .

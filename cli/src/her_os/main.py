@@ -1,0 +1,177 @@
+"""The `her-os` command line. Commands are thin: the work is in the modules they call."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import psutil
+import typer
+from pydantic import ValidationError
+
+from her_os import control, supervisor, ui
+from her_os.config import PORT_SETTINGS, Settings, load_settings
+from her_os.logs import follow, log_names, tail_lines
+from her_os.paths import DataLayout
+from her_os.state import live_state
+from her_os.status import collect
+
+app = typer.Typer(
+    name="her-os",
+    help="Run her-os on its embedded defaults: PostgreSQL, FalkorDB and the three services.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,  # locals would include secrets
+)
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir",
+        help="Data directory (env HER_OS_DATA_DIR; default ./data).",
+        show_default=False,
+    ),
+]
+
+
+def _port(field: str) -> Any:
+    """The option of one port, documented from the settings (one source of truth)."""
+    spec = next(spec for spec in PORT_SETTINGS if spec.field == field)
+    default = Settings.model_fields[field].default
+    return typer.Option(
+        spec.option,
+        help=f"Port of {spec.component} (env {spec.env}; default {default}).",
+        show_default=False,
+    )
+
+
+def _settings(**overrides: Any) -> Settings:
+    try:
+        return load_settings(**overrides)
+    except ValidationError as exc:
+        for error in exc.errors():
+            field = ".".join(str(part) for part in error["loc"])
+            ui.fail(f"invalid setting {field} (HER_OS_{field.upper()}): {error['msg']}")
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def up(
+    data_dir: DataDir = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            help="Address to bind (env HER_OS_HOST; default 127.0.0.1).", show_default=False
+        ),
+    ] = None,
+    postgres_port: Annotated[int | None, _port("postgres_port")] = None,
+    falkordb_port: Annotated[int | None, _port("falkordb_port")] = None,
+    audio_port: Annotated[int | None, _port("audio_port")] = None,
+    context_port: Annotated[int | None, _port("context_port")] = None,
+    annie_port: Annotated[int | None, _port("annie_port")] = None,
+    start_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds each component may take to become healthy "
+            "(env HER_OS_START_TIMEOUT_S; default 90).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Start the platform in the foreground; Ctrl-C stops it."""
+    settings = _settings(
+        data_dir=data_dir,
+        host=host,
+        postgres_port=postgres_port,
+        falkordb_port=falkordb_port,
+        audio_port=audio_port,
+        context_port=context_port,
+        annie_port=annie_port,
+        start_timeout_s=start_timeout,
+    )
+    raise typer.Exit(supervisor.up(settings))
+
+
+@app.command()
+def down(data_dir: DataDir = None) -> None:
+    """Stop a running `her-os up` and wait until everything has exited."""
+    settings = _settings(data_dir=data_dir)
+    layout = DataLayout(settings.resolved_data_dir)
+    state = live_state(layout.state_file)
+    try:
+        with ui.console.status(
+            f"Stopping her-os (supervisor pid {state.supervisor.pid})…" if state else "Checking…"
+        ):
+            was_running, killed = control.down(layout, settings.down_timeout_s)
+    except psutil.AccessDenied as exc:
+        ui.fail(f"not allowed to signal the supervisor (pid {exc.pid}): run as its user")
+        raise typer.Exit(1) from None
+    if not was_running:
+        ui.console.print("her-os is not running.")
+        return
+    if killed:
+        ui.fail(
+            f"the supervisor did not stop within {settings.down_timeout_s:.0f} s; "
+            f"killed it and {', '.join(killed)}"
+        )
+        raise typer.Exit(1)
+    ui.ok("her-os stopped")
+
+
+@app.command()
+def status(
+    data_dir: DataDir = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Show each component's process and health. Exit code 0 only when all are healthy."""
+    report = collect(_settings(data_dir=data_dir))
+    if as_json:
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    elif not report["running"]:
+        ui.console.print(f"her-os is not running (data dir {report['data_dir']}).")
+    else:
+        ui.console.print(ui.status_table(report))
+    raise typer.Exit(0 if report["healthy"] else 1)
+
+
+@app.command()
+def logs(
+    name: Annotated[
+        str | None, typer.Argument(help="Log to show (postgres, context-engine…); all if omitted.")
+    ] = None,
+    follow_: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new lines.")
+    ] = False,
+    lines: Annotated[int, typer.Option("--lines", "-n", help="Lines to show per log.")] = 50,
+    data_dir: DataDir = None,
+) -> None:
+    """Show the end of data/logs/<name>.log (every log when no name is given)."""
+    layout = DataLayout(_settings(data_dir=data_dir).resolved_data_dir)
+    available = log_names(layout.logs)
+    if name is not None and name not in available:
+        known = ", ".join(available) or "none yet"
+        ui.fail(f"no log named {name!r} in {layout.logs} (available: {known})")
+        raise typer.Exit(1)
+    names = [name] if name is not None else available
+    out = sys.stdout
+    for index, log in enumerate(names):
+        if name is None:
+            out.write(("\n" if index else "") + f"==> {layout.log_file(log)} <==\n")
+        for line in tail_lines(layout.log_file(log), lines):
+            out.write(line + "\n")
+    out.flush()
+    if not follow_:
+        return
+    prefix = name is None and len(names) > 1
+    try:
+        for log, line in follow({n: layout.log_file(n) for n in names}):
+            out.write((f"{log} | " if prefix else "") + line + "\n")
+            out.flush()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    app()

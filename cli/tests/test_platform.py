@@ -1,0 +1,303 @@
+"""End to end: `her-os up` with a real PostgreSQL, FalkorDB and the three services.
+
+Each run uses free random ports and a temporary data dir, so it works beside a running
+platform. Every process `up` ever had as a descendant is recorded while it runs, to prove
+none outlives it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+import redis
+
+from her_os.postgres import binary
+from her_os.state import ProcessRef
+
+pytestmark = [pytest.mark.platform, pytest.mark.timeout(240)]
+
+HEALTHY_TIMEOUT_S = 120
+COMPONENTS = {"postgres", "falkordb", "audio-pipeline", "context-engine", "annie-voice"}
+PORT_ENV = {
+    "postgres": "HER_OS_POSTGRES_PORT",
+    "falkordb": "HER_OS_FALKORDB_PORT",
+    "audio-pipeline": "HER_OS_AUDIO_PORT",
+    "context-engine": "HER_OS_CONTEXT_PORT",
+    "annie-voice": "HER_OS_ANNIE_PORT",
+}
+PORT_OPTION = {
+    "postgres": "--postgres-port",
+    "falkordb": "--falkordb-port",
+    "audio-pipeline": "--audio-port",
+    "context-engine": "--context-port",
+    "annie-voice": "--annie-port",
+}
+
+
+def _free_ports() -> dict[str, int]:
+    socks = [socket.socket() for _ in COMPONENTS]
+    try:
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        ports = [sock.getsockname()[1] for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+    return dict(zip(sorted(COMPONENTS), ports, strict=True))
+
+
+def _base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HER_OS_")}
+    env["COLUMNS"] = "200"
+    return env
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "her_os", *args],
+        capture_output=True,
+        text=True,
+        env=env or _base_env(),
+        timeout=180,
+    )
+
+
+class Up:
+    """A running `her-os up` whose every descendant is recorded by a watcher thread."""
+
+    def __init__(self, data_dir: Path, ports: dict[str, int], *, via_env: bool, **env: str) -> None:
+        self.data_dir = data_dir
+        self.ports = ports
+        self.output = data_dir.parent / f"up-{time.monotonic_ns()}.out"
+        full_env = _base_env() | env
+        args = ["up", "--data-dir", str(data_dir)]
+        for name, port in ports.items():
+            if via_env:
+                full_env[PORT_ENV[name]] = str(port)
+            else:
+                args += [PORT_OPTION[name], str(port)]
+        with self.output.open("w") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "her_os", *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=full_env,
+                start_new_session=True,
+            )
+        self.seen: dict[int, ProcessRef] = {}
+        self._stop = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, daemon=True)
+        self._watcher.start()
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            try:
+                for child in psutil.Process(self.proc.pid).children(recursive=True):
+                    ref = ProcessRef.of(child.pid)
+                    if ref is not None:
+                        self.seen.setdefault(child.pid, ref)
+            except psutil.Error:
+                pass
+            time.sleep(0.05)
+
+    def text(self) -> str:
+        return self.output.read_text()
+
+    def wait_healthy(self) -> dict:
+        deadline = time.monotonic() + HEALTHY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"`her-os up` exited with {self.proc.returncode}:\n{self.text()}")
+            result = _cli("status", "--json", "--data-dir", str(self.data_dir))
+            report = json.loads(result.stdout)
+            if result.returncode == 0:
+                assert report["healthy"] is True
+                return report
+            time.sleep(0.5)
+        pytest.fail(f"not healthy after {HEALTHY_TIMEOUT_S} s:\n{self.text()}")
+
+    def wait_exit(self, timeout: float = 120) -> int:
+        code = self.proc.wait(timeout)
+        self._stop.set()
+        self._watcher.join()
+        return code
+
+    def survivors(self, grace_s: float = 10.0) -> list[str]:
+        """Descendants still alive, after giving orphans a moment to be reaped."""
+        deadline = time.monotonic() + grace_s
+        while True:
+            alive = [ref for ref in self.seen.values() if ref.alive()]
+            if not alive or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        return [f"{ref.pid}: {' '.join(psutil.Process(ref.pid).cmdline())}" for ref in alive]
+
+    def kill_everything(self) -> None:
+        """Test cleanup only: whatever happened, leave nothing running."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._stop.set()
+        for ref in self.seen.values():
+            proc = ref.process()
+            if proc is not None:
+                proc.kill()
+
+
+@pytest.fixture
+def started(tmp_path):
+    runs: list[Up] = []
+
+    def start(data_dir: Path, ports: dict[str, int], *, via_env: bool = False, **env: str) -> Up:
+        up = Up(data_dir, ports, via_env=via_env, **env)
+        runs.append(up)
+        return up
+
+    yield start
+    for up in runs:
+        up.kill_everything()
+
+
+def _psql(port: int, password: str, sql: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    env["PGPASSWORD"] = password
+    return subprocess.run(
+        [str(binary("psql")), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1",
+         "-p", str(port), "-U", "heros", "-d", "heros", "-c", sql],
+        capture_output=True, text=True, env=env, timeout=30,
+    )  # fmt: skip
+
+
+def _graph(port: int, password: str | None, query: str) -> list:
+    conn = redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=10)
+    try:
+        return conn.execute_command("GRAPH.QUERY", "memories", query)
+    finally:
+        conn.close()
+
+
+def _token_in(output: str) -> str:
+    match = re.search(r"Internal token \(header X-Internal-Token\): (\S+)", output)
+    assert match, output
+    return match.group(1)
+
+
+def test_up_stop_restart_down(tmp_path, started):
+    data_dir = tmp_path / "data"
+    ports = _free_ports()
+
+    # First run: ports from HER_OS_* environment variables; Ctrl-C (SIGINT) stops it.
+    first = started(data_dir, ports, via_env=True)
+    report = first.wait_healthy()
+    assert set(report["components"]) == COMPONENTS
+    for name, comp in report["components"].items():
+        assert comp["alive"] and comp["healthy"] and comp["port"] == ports[name], comp
+
+    secrets_dir = data_dir / "secrets"
+    token = (secrets_dir / "internal_token").read_text().strip()
+    pg_password = (secrets_dir / "postgres_password").read_text().strip()
+    fk_password = (secrets_dir / "falkordb_password").read_text().strip()
+    assert oct(secrets_dir.stat().st_mode & 0o777) == "0o700"
+    assert _token_in(first.text()) == token
+
+    # Real SQL with the generated password; a wrong password is refused.
+    created = _psql(
+        ports["postgres"],
+        pg_password,
+        "CREATE TABLE memo (id int PRIMARY KEY, body text); "
+        "INSERT INTO memo VALUES (1, 'remember the milk'); SELECT body FROM memo",
+    )
+    assert created.returncode == 0, created.stderr
+    assert created.stdout.strip() == "remember the milk"
+    refused = _psql(ports["postgres"], "wrong-password", "SELECT 1")
+    assert refused.returncode != 0
+    assert "password authentication failed" in refused.stderr
+
+    # FalkorDB: the graph module answers, and only with the password.
+    result = _graph(ports["falkordb"], fk_password, "CREATE (:Memory {text: 'milk'})")
+    assert b"Nodes created: 1" in result[-1]
+    with pytest.raises(redis.AuthenticationError):
+        _graph(ports["falkordb"], None, "RETURN 1")
+
+    for name in ("audio-pipeline", "context-engine", "annie-voice"):
+        response = httpx.get(f"http://127.0.0.1:{ports[name]}/health", timeout=5)
+        assert response.status_code == 200
+        assert response.json() == {"status": "ok"}
+
+    # A second `up` on the same data dir does not start anything.
+    again = _cli("up", "--data-dir", str(data_dir))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "already running" in again.stdout
+
+    first.proc.send_signal(signal.SIGINT)
+    assert first.wait_exit() == 0, first.text()
+    assert len(first.seen) >= 5
+    assert first.survivors() == []
+    assert not (data_dir / "run" / "state.json").exists()
+    assert _cli("status", "--json", "--data-dir", str(data_dir)).returncode == 1
+
+    # Second run on the same data: ports from options this time; nothing re-generated.
+    pg_version_mtime = (data_dir / "postgres" / "PG_VERSION").stat().st_mtime_ns
+    second = started(data_dir, ports)
+    second.wait_healthy()
+    assert _token_in(second.text()) == token
+    assert (secrets_dir / "internal_token").read_text().strip() == token
+    assert "cluster created" not in second.text()
+    assert (data_dir / "postgres" / "PG_VERSION").stat().st_mtime_ns == pg_version_mtime
+    kept = _psql(ports["postgres"], pg_password, "SELECT body FROM memo WHERE id = 1")
+    assert kept.returncode == 0, kept.stderr
+    assert kept.stdout.strip() == "remember the milk"
+    result = _graph(ports["falkordb"], fk_password, "MATCH (m:Memory) RETURN m.text")
+    assert result[1] == [[b"milk"]]
+
+    stopped = _cli("down", "--data-dir", str(data_dir))
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert second.wait_exit(timeout=30) == 0, second.text()
+    assert second.survivors() == []
+    assert "not running" in _cli("down", "--data-dir", str(data_dir)).stdout
+
+
+def test_failed_start_stops_what_was_started(tmp_path, started):
+    # An invalid setting that only the context engine reads makes it exit at startup,
+    # after PostgreSQL, FalkorDB and the other services are up.
+    up = started(tmp_path / "data", _free_ports(), CONTEXT_ENGINE_LOG_LEVEL="bogus")
+    assert up.wait_exit() == 1
+    text = up.text()
+    assert "context-engine" in text and "exited with code" in text
+    assert "log_level" in text  # the tail of its log explains why
+    assert {"postgres", "falkordb"} <= {
+        line.split()[1] for line in text.splitlines() if line.startswith("✓") and "stopped" in line
+    }
+    assert up.survivors() == []
+    assert not (tmp_path / "data" / "run" / "state.json").exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux")
+def test_killed_supervisor_leaves_no_orphans(tmp_path, started):
+    data_dir = tmp_path / "data"
+    up = started(data_dir, _free_ports())
+    up.wait_healthy()
+    up.proc.kill()  # SIGKILL: no cleanup code runs in the supervisor
+    up.wait_exit()
+    assert up.survivors(grace_s=60) == []
+    # The state file it left behind is recognised as stale.
+    status = json.loads(_cli("status", "--json", "--data-dir", str(data_dir)).stdout)
+    assert status["running"] is False
+    assert "not running" in _cli("down", "--data-dir", str(data_dir)).stdout
+    assert not (data_dir / "run" / "state.json").exists()

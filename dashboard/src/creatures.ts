@@ -1,0 +1,58 @@
+// Typed view of the creature registry. The data comes from the Python registry
+// (her_os_shared.creatures) via scripts/export_creatures.py; never edit it by hand.
+import generated from './creatures.generated.json';
+
+/** Zones in the order a memory flows through them; the layout draws them in this order. */
+export const ZONES = ['listening', 'thinking', 'acting'] as const;
+export type Zone = (typeof ZONES)[number];
+
+export interface Creature {
+  readonly name: string;
+  readonly zone: Zone;
+  readonly service: string;
+  readonly process: string;
+  readonly description: string;
+}
+
+function isZone(value: unknown): value is Zone {
+  return typeof value === 'string' && (ZONES as readonly string[]).includes(value);
+}
+
+/**
+ * Validate the generated JSON at load time: if the Python registry ever gains a zone or
+ * changes shape, the dashboard fails loudly (and its tests fail) instead of drawing nonsense.
+ */
+export function parseCreatures(data: unknown): Creature[] {
+  if (!Array.isArray(data)) throw new Error('creature registry: expected a list');
+  const seen = new Set<string>();
+  return data.map((item: unknown, i) => {
+    if (typeof item !== 'object' || item === null) {
+      throw new Error(`creature registry: entry ${i} is not an object`);
+    }
+    const r = item as Record<string, unknown>;
+    for (const key of ['name', 'zone', 'service', 'process', 'description'] as const) {
+      if (typeof r[key] !== 'string') {
+        throw new Error(`creature registry: entry ${i} has no string ${key}`);
+      }
+    }
+    const name = r['name'] as string;
+    if (!isZone(r['zone'])) throw new Error(`creature registry: ${name} has unknown zone`);
+    if (seen.has(name)) throw new Error(`creature registry: duplicate creature ${name}`);
+    seen.add(name);
+    return {
+      name,
+      zone: r['zone'],
+      service: r['service'] as string,
+      process: r['process'] as string,
+      description: r['description'] as string,
+    };
+  });
+}
+
+export const CREATURES: readonly Creature[] = Object.freeze(parseCreatures(generated));
+
+export function countByZone(creatures: readonly Creature[]): Record<Zone, number> {
+  const counts: Record<Zone, number> = { listening: 0, thinking: 0, acting: 0 };
+  for (const c of creatures) counts[c.zone] += 1;
+  return counts;
+}

@@ -1,0 +1,69 @@
+"""The auth rule: every /v1 route requires `X-Internal-Token`, compared in constant time.
+
+A service refuses to start without a token unless the explicit development setting
+`*_ALLOW_INSECURE_NO_TOKEN=true` is given.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable
+
+from fastapi import HTTPException, Request, status
+from pydantic import SecretStr
+
+TOKEN_HEADER = "X-Internal-Token"  # noqa: S105 (a header name, not a secret)
+MIN_TOKEN_CHARS = 16
+
+
+class TokenConfigError(RuntimeError):
+    """The service was asked to start without a usable token."""
+
+
+def check_token_config(
+    token: SecretStr | None, allow_insecure: bool, token_env: str, allow_env: str
+) -> None:
+    """Raise TokenConfigError unless a usable token is set or insecure mode is explicit."""
+    if token is None or not token.get_secret_value():
+        if allow_insecure:
+            return
+        raise TokenConfigError(
+            f"no internal token: set {token_env} (at least {MIN_TOKEN_CHARS} characters), "
+            f"or {allow_env}=true for local development only"
+        )
+    if len(token.get_secret_value()) < MIN_TOKEN_CHARS:
+        raise TokenConfigError(
+            f"{token_env} is too short: use at least {MIN_TOKEN_CHARS} characters"
+        )
+
+
+def token_matches(provided: str | None, expected: str) -> bool:
+    """Constant-time comparison; a missing token never matches."""
+    if provided is None:
+        return False
+    return hmac.compare_digest(provided.encode("utf-8"), expected.encode("utf-8"))
+
+
+AuthFailureHook = Callable[[Request, str], Awaitable[None]]
+
+
+def require_token(
+    expected: SecretStr | None, on_failure: AuthFailureHook | None = None
+) -> Callable[[Request], Awaitable[None]]:
+    """A FastAPI dependency enforcing the token. `expected=None` means insecure dev mode."""
+
+    async def dependency(request: Request) -> None:
+        if expected is None:
+            return
+        provided = request.headers.get(TOKEN_HEADER)
+        if token_matches(provided, expected.get_secret_value()):
+            return
+        reason = "missing" if provided is None else "invalid"
+        if on_failure is not None:
+            await on_failure(request, reason)
+        raise HTTPException(
+            status_code=status.HTTP_401_UNAUTHORIZED,
+            detail=f"{reason} {TOKEN_HEADER} header",
+        )
+
+    return dependency

@@ -1,0 +1,31 @@
+"""Settings every service has. Each service subclasses this in its own `config.py` with its
+own env prefix (AUDIO_PIPELINE_, CONTEXT_ENGINE_, ANNIE_VOICE_)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ServiceSettings(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore", frozen=True)
+
+    host: str = "127.0.0.1"
+    port: int = Field(ge=1, le=65535)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["json", "console"] = "json"
+    # The shared secret of every /v1 route (header X-Internal-Token). Required unless
+    # allow_insecure_no_token is set for local development.
+    internal_token: SecretStr | None = None
+    allow_insecure_no_token: bool = False
+    # Largest request body accepted, in bytes; larger bodies get 413 before being read whole.
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    # Seconds uvicorn waits for open requests on shutdown.
+    graceful_shutdown_s: float = Field(default=10.0, ge=0)
+
+    @classmethod
+    def env_name(cls, field: str) -> str:
+        """The environment variable that sets `field`, e.g. CONTEXT_ENGINE_INTERNAL_TOKEN."""
+        return f"{cls.model_config.get('env_prefix', '')}{field}".upper()

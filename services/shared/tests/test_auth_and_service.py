@@ -1,0 +1,132 @@
+"""The auth rule and the common service shape (health, body limit, startup refusal)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+from fastapi import Depends
+from pydantic import SecretStr
+from pydantic_settings import SettingsConfigDict
+
+from her_os_shared.auth import TOKEN_HEADER, TokenConfigError, require_token, token_matches
+from her_os_shared.service import create_service_app
+from her_os_shared.settings import ServiceSettings
+
+TOKEN = "t" * 32
+
+
+class DemoSettings(ServiceSettings):
+    model_config = SettingsConfigDict(env_prefix="DEMO_")
+    port: int = 9999
+
+
+def _app(**settings):
+    settings.setdefault("internal_token", TOKEN)
+    s = DemoSettings(**settings)
+    failures: list[str] = []
+
+    async def on_failure(request, reason: str) -> None:
+        failures.append(reason)
+
+    app = create_service_app(service="demo", title="demo", version="0", settings=s)
+
+    @app.post("/v1/echo", dependencies=[Depends(require_token(s.internal_token, on_failure))])
+    async def echo(body: dict) -> dict:
+        return body
+
+    return app, failures
+
+
+async def _client(app):
+    transport = httpx.ASGITransport(app=app)
+    return httpx.AsyncClient(transport=transport, base_url="http://t")
+
+
+def test_token_comparison() -> None:
+    assert token_matches(TOKEN, TOKEN)
+    assert not token_matches(None, TOKEN)
+    assert not token_matches("", TOKEN)
+    assert not token_matches(TOKEN + "x", TOKEN)
+    assert not token_matches("é" * 8, TOKEN)  # non-ASCII input must not raise
+
+
+def test_service_refuses_to_start_without_a_token(monkeypatch) -> None:
+    monkeypatch.delenv("DEMO_INTERNAL_TOKEN", raising=False)
+    with pytest.raises(
+        TokenConfigError, match=r"DEMO_INTERNAL_TOKEN.*DEMO_ALLOW_INSECURE_NO_TOKEN"
+    ):
+        create_service_app(service="d", title="d", version="0", settings=DemoSettings())
+    with pytest.raises(TokenConfigError, match="too short"):
+        create_service_app(
+            service="d", title="d", version="0", settings=DemoSettings(internal_token="short")
+        )
+    # The explicit development setting lets it start, with /v1 open.
+    create_service_app(
+        service="d", title="d", version="0", settings=DemoSettings(allow_insecure_no_token=True)
+    )
+
+
+def test_token_is_read_from_the_service_prefix(monkeypatch) -> None:
+    monkeypatch.setenv("DEMO_INTERNAL_TOKEN", TOKEN)
+    assert DemoSettings().internal_token == SecretStr(TOKEN)
+    assert TOKEN not in repr(DemoSettings())  # never printed by accident
+
+
+async def test_health_is_open_and_says_nothing_else() -> None:
+    app, _ = _app()
+    async with LifespanManager(app), await _client(app) as c:
+        r = await c.get("/health")
+    assert r.status_code == 200 and r.json() == {"status": "ok"}
+
+
+async def test_health_reports_unavailable_when_the_check_fails() -> None:
+    async def down(app) -> bool:
+        return False
+
+    s = DemoSettings(internal_token=TOKEN)
+    app = create_service_app(service="d", title="d", version="0", settings=s, health_check=down)
+    async with LifespanManager(app), await _client(app) as c:
+        r = await c.get("/health")
+    assert r.status_code == 503 and r.json() == {"status": "unavailable"}
+
+
+@pytest.mark.parametrize(
+    ("headers", "reason"),
+    [({}, "missing"), ({TOKEN_HEADER: "wrong"}, "invalid"), ({TOKEN_HEADER: ""}, "invalid")],
+)
+async def test_v1_requires_the_token(headers: dict, reason: str) -> None:
+    app, failures = _app()
+    async with LifespanManager(app), await _client(app) as c:
+        r = await c.post("/v1/echo", json={"a": 1}, headers=headers)
+        ok = await c.post("/v1/echo", json={"a": 1}, headers={TOKEN_HEADER: TOKEN})
+    assert r.status_code == 401 and r.json() == {"detail": f"{reason} X-Internal-Token header"}
+    assert failures == [reason]
+    assert ok.status_code == 200 and ok.json() == {"a": 1}
+
+
+async def test_oversized_bodies_get_413_with_or_without_content_length() -> None:
+    app, _ = _app(max_body_bytes=2048)
+    big = b'{"a":"' + b"x" * 5000 + b'"}'
+
+    async def chunks():
+        for i in range(0, len(big), 1000):
+            yield big[i : i + 1000]
+
+    headers = {TOKEN_HEADER: TOKEN, "content-type": "application/json"}
+    async with LifespanManager(app), await _client(app) as c:
+        declared = await c.post("/v1/echo", content=big, headers=headers)
+        streamed = await c.post("/v1/echo", content=chunks(), headers=headers)
+        small = await c.post("/v1/echo", json={"a": "x"}, headers=headers)
+    assert declared.status_code == 413
+    assert streamed.status_code == 413
+    assert "larger than 2048 bytes" in streamed.json()["detail"]
+    assert small.status_code == 200
+
+
+async def test_openapi_docs_are_served() -> None:
+    app, _ = _app()
+    async with LifespanManager(app), await _client(app) as c:
+        schema = (await c.get("/openapi.json")).json()
+        docs = await c.get("/docs")
+    assert "/health" in schema["paths"] and docs.status_code == 200

