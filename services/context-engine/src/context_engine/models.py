@@ -1,0 +1,185 @@
+"""The context engine's PostgreSQL schema as SQLAlchemy 2 models.
+
+Alembic migrations (context_engine/migrations) create and evolve it; these models are what the
+code queries with. Segments carry a GENERATED tsvector with a GIN index for the BM25 leg.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Computed,
+    DateTime,
+    Float,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    MetaData,
+    Text,
+    UniqueConstraint,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Stable constraint names, so migrations can refer to them.
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+def _now() -> Any:
+    return func.now()
+
+
+class Session(Base):
+    __tablename__ = "sessions"
+
+    session_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    device_id: Mapped[str] = mapped_column(Text)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # Time of the last word heard; a session ends after a silence (CONTEXT_ENGINE_SESSION_GAP_S).
+    last_spoken_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    segments_count: Mapped[int] = mapped_column(Integer, server_default="0")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+    __table_args__ = (Index("ix_sessions_started_at", "started_at"),)
+
+
+class Segment(Base):
+    __tablename__ = "segments"
+
+    session_id: Mapped[str] = mapped_column(
+        Text, ForeignKey("sessions.session_id", ondelete="CASCADE"), primary_key=True
+    )
+    segment_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    speaker: Mapped[str] = mapped_column(Text)
+    text: Mapped[str] = mapped_column(Text)
+    start_s: Mapped[float] = mapped_column(Float)
+    end_s: Mapped[float] = mapped_column(Float)
+    # Wall-clock time the words were spoken: session_started_at + start.
+    spoken_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    language: Mapped[str | None] = mapped_column(Text)
+    stt_engine: Mapped[str] = mapped_column(Text)
+    emotion_label: Mapped[str | None] = mapped_column(Text)
+    emotion_score: Mapped[float | None] = mapped_column(Float)
+    emotion_engine: Mapped[str | None] = mapped_column(Text)
+    pinned: Mapped[bool] = mapped_column(Boolean, server_default="false")
+    is_sweep: Mapped[bool] = mapped_column(Boolean, server_default="false")
+    # Set when a sweep segment replaced this fast-path one: kept for history, never searched.
+    replaced_by: Mapped[str | None] = mapped_column(Text)
+    # Byte offset of the JSONL line this version came from (provenance).
+    source_offset: Mapped[int] = mapped_column(BigInteger)
+    tsv: Mapped[Any] = mapped_column(
+        TSVECTOR, Computed("to_tsvector('english', coalesce(text, ''))", persisted=True)
+    )
+    ingested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+    __table_args__ = (
+        Index("ix_segments_tsv", "tsv", postgresql_using="gin"),
+        Index("ix_segments_spoken_at", "spoken_at"),
+        Index("ix_segments_session_start", "session_id", "start_s"),
+        Index(
+            "ix_segments_active_spoken_at",
+            "spoken_at",
+            postgresql_where="replaced_by IS NULL",
+        ),
+    )
+
+
+class Entity(Base):
+    __tablename__ = "entities"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    type: Mapped[str] = mapped_column(Text)
+    name: Mapped[str] = mapped_column(Text)
+    # Case-folded name: (type, canonical_name) identifies an entity.
+    canonical_name: Mapped[str] = mapped_column(Text)
+    confidence: Mapped[float] = mapped_column(Float, server_default="0")
+    properties: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default="{}")
+    first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    episode_count: Mapped[int] = mapped_column(Integer, server_default="1")
+
+    __table_args__ = (
+        UniqueConstraint("type", "canonical_name", name="uq_entities_type_canonical_name"),
+        Index("ix_entities_last_seen", "last_seen"),
+    )
+
+
+class EntityMention(Base):
+    __tablename__ = "entity_mentions"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    entity_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("entities.id", ondelete="CASCADE")
+    )
+    session_id: Mapped[str] = mapped_column(Text)
+    segment_id: Mapped[str] = mapped_column(Text)
+    evidence: Mapped[str] = mapped_column(Text, server_default="")
+    confidence: Mapped[float] = mapped_column(Float, server_default="0")
+    extractor: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["session_id", "segment_id"],
+            ["segments.session_id", "segments.segment_id"],
+            ondelete="CASCADE",
+            name="fk_entity_mentions_segment",
+        ),
+        Index("ix_entity_mentions_entity_id", "entity_id"),
+        Index("ix_entity_mentions_segment", "session_id", "segment_id"),
+    )
+
+
+class IngestOffset(Base):
+    """How far each JSONL file has been ingested. Appends rename a new file into place (new
+    inode), so "same file" is judged by size and the hash of the bytes before `offset`."""
+
+    __tablename__ = "ingest_offsets"
+
+    path: Mapped[str] = mapped_column(Text, primary_key=True)
+    session_id: Mapped[str] = mapped_column(Text)
+    offset: Mapped[int] = mapped_column(BigInteger)
+    size: Mapped[int] = mapped_column(BigInteger)
+    inode: Mapped[int] = mapped_column(BigInteger)
+    prefix_sha256: Mapped[str] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class ObservabilityEventRow(Base):
+    __tablename__ = "observability_events"
+
+    event_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    timestamp: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    service: Mapped[str] = mapped_column(Text)
+    process: Mapped[str] = mapped_column(Text)
+    creature: Mapped[str] = mapped_column(Text)
+    zone: Mapped[str] = mapped_column(Text)
+    event_type: Mapped[str] = mapped_column(Text)
+    session_id: Mapped[str | None] = mapped_column(Text)
+    data: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default="{}")
+    reasoning: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        Index("ix_events_timestamp", "timestamp"),
+        Index("ix_events_creature_timestamp", "creature", "timestamp"),
+        Index("ix_events_service_timestamp", "service", "timestamp"),
+        Index("ix_events_session_id", "session_id"),
+        Index("ix_events_type_timestamp", "event_type", "timestamp"),
+    )
