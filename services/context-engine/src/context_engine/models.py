@@ -40,10 +40,6 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
 
 
-def _now() -> Any:
-    return func.now()
-
-
 class Session(Base):
     __tablename__ = "sessions"
 
@@ -54,8 +50,8 @@ class Session(Base):
     last_spoken_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     segments_count: Mapped[int] = mapped_column(Integer, server_default="0")
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
     __table_args__ = (Index("ix_sessions_started_at", "started_at"),)
 
@@ -87,12 +83,14 @@ class Segment(Base):
     tsv: Mapped[Any] = mapped_column(
         TSVECTOR, Computed("to_tsvector('english', coalesce(text, ''))", persisted=True)
     )
-    ingested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    ingested_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now()
+    )
 
     __table_args__ = (
         Index("ix_segments_tsv", "tsv", postgresql_using="gin"),
-        Index("ix_segments_spoken_at", "spoken_at"),
         Index("ix_segments_session_start", "session_id", "start_s"),
+        # Retrieval's time windows only ever look at active (not replaced) segments.
         Index(
             "ix_segments_active_spoken_at",
             "spoken_at",
@@ -133,7 +131,7 @@ class EntityMention(Base):
     evidence: Mapped[str] = mapped_column(Text, server_default="")
     confidence: Mapped[float] = mapped_column(Float, server_default="0")
     extractor: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
     __table_args__ = (
         ForeignKeyConstraint(
@@ -159,7 +157,7 @@ class IngestOffset(Base):
     size: Mapped[int] = mapped_column(BigInteger)
     inode: Mapped[int] = mapped_column(BigInteger)
     prefix_sha256: Mapped[str] = mapped_column(Text)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
 class ObservabilityEventRow(Base):

@@ -162,7 +162,6 @@ def upgrade() -> None:
     op.create_index(
         "ix_segments_session_start", "segments", ["session_id", "start_s"], unique=False
     )
-    op.create_index("ix_segments_spoken_at", "segments", ["spoken_at"], unique=False)
     op.create_index("ix_segments_tsv", "segments", ["tsv"], unique=False, postgresql_using="gin")
     op.create_table(
         "entity_mentions",
@@ -204,7 +203,6 @@ def downgrade() -> None:
     op.drop_index("ix_entity_mentions_entity_id", table_name="entity_mentions")
     op.drop_table("entity_mentions")
     op.drop_index("ix_segments_tsv", table_name="segments", postgresql_using="gin")
-    op.drop_index("ix_segments_spoken_at", table_name="segments")
     op.drop_index("ix_segments_session_start", table_name="segments")
     op.drop_index(
         "ix_segments_active_spoken_at",
