@@ -16,7 +16,7 @@ from context_engine.models import Base
 
 TABLES = {
     "sessions", "segments", "entities", "entity_mentions", "ingest_offsets",
-    "observability_events",
+    "observability_events", "session_stages",
 }  # fmt: skip
 
 
@@ -38,7 +38,7 @@ async def test_migrations_create_the_schema_and_match_the_models(engine) -> None
         version = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
     assert TABLES <= tables
     assert diff == [], f"models and migrations disagree: {diff}"
-    assert version == "0001"
+    assert version == "0002"
 
 
 async def test_segment_text_is_searchable_through_the_generated_tsvector(engine) -> None:

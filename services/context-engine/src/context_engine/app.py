@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 
 from context_engine import __version__
 from context_engine.config import Settings
-from context_engine.db import create_engine, ping
-from context_engine.migrate import migrate_until_done
+from context_engine.routes import api_router
+from context_engine.runtime import Runtime
 from her_os_shared.service import create_service_app
 
 SERVICE = "context-engine"
@@ -22,25 +21,36 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.db = create_engine(settings)
-        app.state.schema_ready = asyncio.Event()
-        # PostgreSQL may be down at start: migrate in the background with retries, and
-        # report unavailable until it is done, rather than refuse to start.
-        migrations = asyncio.create_task(migrate_until_done(settings, app.state.schema_ready))
+        runtime = Runtime(settings)
+        app.state.runtime = runtime
+        # PostgreSQL may be down at start: migrations retry in the background and /health
+        # says unavailable until they are done, rather than refusing to start.
+        await runtime.start()
         try:
             yield
         finally:
-            migrations.cancel()
-            with suppress(asyncio.CancelledError):
-                await migrations
-            await app.state.db.dispose()
+            await runtime.stop()
 
     async def healthy(app: FastAPI) -> bool:
-        if not app.state.schema_ready.is_set():
-            return False
-        return await ping(app.state.db, settings.health_timeout_s)
+        return await app.state.runtime.healthy()
 
-    return create_service_app(
+    async def record_auth_failure(request: Request, reason: str) -> None:
+        runtime: Runtime | None = getattr(request.app.state, "runtime", None)
+        if runtime is None or not runtime.ready:
+            return
+        client = request.client.host if request.client else None
+        await runtime.recorder.emit(
+            "basilisk",
+            "error",
+            data={
+                "reason": f"{reason} token",
+                "method": request.method,
+                "path": request.url.path[:256],
+                "client": client,
+            },
+        )
+
+    app = create_service_app(
         service=SERVICE,
         title="her-os context engine",
         version=__version__,
@@ -48,3 +58,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         health_check=healthy,
     )
+    app.include_router(api_router(settings.internal_token, record_auth_failure))
+    return app

@@ -19,10 +19,39 @@ class Settings(ServiceSettings):
     database_url: SecretStr = SecretStr("postgresql+asyncpg://heros@127.0.0.1:55432/heros")
     transcripts_dir: Path = Path("data/transcripts")
     events_dir: Path = Path("data/events")
+    # Two pools, as in the design: the main one (API, ingestion, jobs) and a small one for
+    # observability events, so a burst of events never starves a query (and vice versa).
     db_pool_size: int = Field(default=5, ge=1)
+    events_pool_size: int = Field(default=2, ge=1)
     health_timeout_s: float = Field(default=2.0, gt=0)
     # Apply Alembic migrations at start-up (off when an operator runs them separately:
     # `python -m context_engine.migrate`).
     migrate_on_start: bool = True
     # Longest wait between migration attempts while PostgreSQL is unreachable.
     migrate_retry_max_s: float = Field(default=30.0, gt=0)
+
+    # --- ingestion (watcher.py, ingest.py) ---
+    # Trailing-edge debounce per file, and the longest a busy file may wait.
+    watch_debounce_s: float = Field(default=1.0, ge=0)
+    watch_max_delay_s: float = Field(default=3.0, gt=0)
+    # Periodic scan that catches what inotify missed (engine down, queue overflow).
+    reconcile_interval_s: float = Field(default=30.0, gt=0)
+    # Files ingested at once, and segments written per transaction.
+    ingest_concurrency: int = Field(default=4, ge=1)
+    ingest_batch_segments: int = Field(default=2000, ge=1)
+    # A session ends after this much silence (no new speech).
+    session_gap_s: float = Field(default=900.0, gt=0)
+
+    # --- durable jobs (jobs.py, procrastinate) ---
+    jobs_enabled: bool = True
+    jobs_concurrency: int = Field(default=2, ge=1)
+    # Attempts before a job is dead-lettered (procrastinate status "failed"), and the
+    # exponential backoff between them: base * 2**attempt, capped.
+    job_max_attempts: int = Field(default=6, ge=1)
+    job_retry_base_s: float = Field(default=2.0, ge=0)
+    job_retry_max_s: float = Field(default=600.0, gt=0)
+    # Cron of the idle-session scan (procrastinate periodic task; minute resolution).
+    idle_scan_cron: str = "* * * * *"
+
+    # --- retrieval (retrieve.py) ---
+    context_default_limit: int = Field(default=5, ge=1, le=50)

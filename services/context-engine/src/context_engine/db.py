@@ -1,21 +1,68 @@
-"""PostgreSQL access: the async SQLAlchemy engine of the context engine."""
+"""PostgreSQL access: the engine's two async SQLAlchemy pools, and the job queue's DSN."""
 
 from __future__ import annotations
 
 import asyncio
+import re
+from dataclasses import dataclass
 
+from psycopg.conninfo import make_conninfo
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from context_engine.config import Settings
 
 
-def create_engine(settings: Settings) -> AsyncEngine:
+@dataclass(frozen=True, slots=True)
+class Databases:
+    """`main` serves the API, ingestion and jobs; `events` only writes observability events."""
+
+    main: AsyncEngine
+    events: AsyncEngine
+
+    async def dispose(self) -> None:
+        await self.main.dispose()
+        await self.events.dispose()
+
+
+def create_engine(settings: Settings, pool_size: int | None = None) -> AsyncEngine:
     return create_async_engine(
         settings.database_url.get_secret_value(),
-        pool_size=settings.db_pool_size,
+        pool_size=pool_size or settings.db_pool_size,
+        max_overflow=pool_size or settings.db_pool_size,
         pool_pre_ping=True,
     )
+
+
+def create_databases(settings: Settings) -> Databases:
+    return Databases(
+        main=create_engine(settings),
+        events=create_engine(settings, pool_size=settings.events_pool_size),
+    )
+
+
+def libpq_conninfo(sqlalchemy_url: str) -> str:
+    """The libpq connection string for the same database (procrastinate uses psycopg).
+    A unix-socket URL (`...@/db?host=/run/pg`) keeps its socket directory."""
+    url = make_url(sqlalchemy_url)
+    host = url.host or url.query.get("host")
+    if isinstance(host, tuple):
+        host = host[0]
+    port = url.port
+    # asyncpg accepts the socket file itself (`/run/pg/.s.PGSQL.5432`); libpq wants its
+    # directory and the port.
+    socket = re.fullmatch(r"(.+)/\.s\.PGSQL\.(\d+)", host or "")
+    if socket is not None:
+        host, port = socket.group(1), int(socket.group(2))
+    params = {
+        "host": host,
+        "port": port,
+        "user": url.username,
+        "password": url.password,
+        "dbname": url.database,
+    }
+    return make_conninfo(**{k: v for k, v in params.items() if v is not None})
 
 
 async def ping(engine: AsyncEngine, timeout_s: float) -> bool:
@@ -23,6 +70,6 @@ async def ping(engine: AsyncEngine, timeout_s: float) -> bool:
     try:
         async with asyncio.timeout(timeout_s), engine.connect() as conn:
             await conn.execute(text("SELECT 1"))
-    except (TimeoutError, OSError, Exception):  # any failure means "not ready"
+    except Exception:  # any failure (timeout, refused, auth) means "not ready"
         return False
     return True

@@ -80,6 +80,10 @@ class Segment(Base):
     replaced_by: Mapped[str | None] = mapped_column(Text)
     # Byte offset of the JSONL line this version came from (provenance).
     source_offset: Mapped[int] = mapped_column(BigInteger)
+    # Read generation of the session's file that wrote this row: when the file is replaced
+    # (truncated, rewritten by a sweep), it is read again under a new generation and rows of
+    # older generations, no longer in the file, are deleted.
+    generation: Mapped[int] = mapped_column(Integer, server_default="1")
     tsv: Mapped[Any] = mapped_column(
         TSVECTOR, Computed("to_tsvector('english', coalesce(text, ''))", persisted=True)
     )
@@ -147,7 +151,8 @@ class EntityMention(Base):
 
 class IngestOffset(Base):
     """How far each JSONL file has been ingested. Appends rename a new file into place (new
-    inode), so "same file" is judged by size and the hash of the bytes before `offset`."""
+    inode, ADR 0002), so "same file" is judged by size and `fingerprint`: the sha256 of the
+    first and last 64 KiB before `offset`. The inode is kept for diagnostics only."""
 
     __tablename__ = "ingest_offsets"
 
@@ -156,8 +161,36 @@ class IngestOffset(Base):
     offset: Mapped[int] = mapped_column(BigInteger)
     size: Mapped[int] = mapped_column(BigInteger)
     inode: Mapped[int] = mapped_column(BigInteger)
-    prefix_sha256: Mapped[str] = mapped_column(Text)
+    fingerprint: Mapped[str] = mapped_column(Text)
+    # Bumped when the file was replaced; `cleaned_generation` catches up once rows of older
+    # generations are deleted (at the end of the full re-read, which may span a restart).
+    generation: Mapped[int] = mapped_column(Integer, server_default="1")
+    cleaned_generation: Mapped[int] = mapped_column(Integer, server_default="1")
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class SessionStage(Base):
+    """Durable state of one downstream stage of a session (finalise, later extract, graph,
+    embed). (session_id, stage, stage_version, input_fingerprint) is the idempotency key: a
+    stage already done for the same version and the same input is not run again."""
+
+    __tablename__ = "session_stages"
+
+    session_id: Mapped[str] = mapped_column(
+        Text, ForeignKey("sessions.session_id", ondelete="CASCADE"), primary_key=True
+    )
+    stage: Mapped[str] = mapped_column(Text, primary_key=True)
+    stage_version: Mapped[int] = mapped_column(Integer)
+    # queued | running | done | failed (failed = retries exhausted: the dead-letter state)
+    status: Mapped[str] = mapped_column(Text)
+    input_fingerprint: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, server_default="0")
+    last_error: Mapped[str | None] = mapped_column(Text)
+    job_id: Mapped[int | None] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (Index("ix_session_stages_status", "status"),)
 
 
 class ObservabilityEventRow(Base):

@@ -23,7 +23,8 @@ import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from contextlib import nullcontext
+from typing import IO, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -133,6 +134,9 @@ class JsonlReader(Generic[M]):
 
     After (or during) iteration, `offset` is the byte offset just past the last complete line
     seen (parsed or skipped): store it and resume from it later. `skipped` lists bad lines.
+    Give `file` (opened in binary mode, left open) to read a version of the file already
+    opened: the writer renames new versions into place, and a consumer that fingerprints what
+    it read must read that same version.
     """
 
     path: Path
@@ -140,6 +144,7 @@ class JsonlReader(Generic[M]):
     start: int = 0
     max_line_bytes: int = MAX_LINE_BYTES
     chunk_bytes: int = READ_CHUNK_BYTES
+    file: IO[bytes] | None = None
     offset: int = field(init=False)
     skipped: list[SkippedLine] = field(init=False, default_factory=list)
     _oversize_start: int = field(init=False, default=0, repr=False)
@@ -150,7 +155,7 @@ class JsonlReader(Generic[M]):
         self.offset = self.start
 
     def __iter__(self) -> Iterator[JsonlRecord[M]]:
-        with open(self.path, "rb") as f:
+        with open(self.path, "rb") if self.file is None else nullcontext(self.file) as f:
             f.seek(self.start)
             buf = bytearray()
             buf_offset = self.start  # file offset of buf[0]

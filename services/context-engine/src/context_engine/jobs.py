@@ -1,0 +1,284 @@
+"""Durable jobs in PostgreSQL (procrastinate): every downstream stage of a session is a job.
+
+- A stage job is deferred with a queueing lock derived from its idempotency key (session,
+  stage, stage version), so at most one is queued per key; when it runs it records its state
+  in `session_stages` and skips work already done for the same input (stages.py).
+- Failures retry with exponential backoff (base * 2**attempt, capped). After the last attempt
+  the job stays in procrastinate's `failed` state and the stage row says `failed`: the
+  dead-letter state, listed by `GET /v1/jobs?status=failed` and retried by
+  `POST /v1/jobs/{id}/retry`.
+- Periodic tasks: the idle-session scan (sessions silent for the session gap are finalised)
+  and the rescue of jobs left `doing` by a worker that died (SIGKILL, power loss).
+This issue has one stage, session finalisation; extraction, graph sync and embedding join it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import procrastinate
+from procrastinate.exceptions import AlreadyEnqueued
+from procrastinate.jobs import Job
+from procrastinate.retry import BaseRetryStrategy, RetryDecision
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from context_engine import sessions, stages
+from context_engine.config import Settings
+from context_engine.db import libpq_conninfo
+from context_engine.recorder import EventRecorder
+from context_engine.stages import StageKey
+from her_os_shared.logging import get_logger
+
+log = get_logger(__name__)
+
+JOBS_SCHEMA = "procrastinate"  # created by migration 0002
+JOB_STATUSES = ("todo", "doing", "succeeded", "failed", "cancelled", "aborting", "aborted")
+
+
+_COUNTS = text(
+    "SELECT status::text, count(*) FROM procrastinate.procrastinate_jobs GROUP BY status"
+)
+_LIST = text(
+    """
+    SELECT j.id, j.task_name, j.status::text AS status, j.args, j.attempts, j.scheduled_at,
+           j.queueing_lock,
+           (SELECT max(e.at) FROM procrastinate.procrastinate_events e WHERE e.job_id = j.id)
+               AS updated_at
+    FROM procrastinate.procrastinate_jobs j
+    WHERE (CAST(:status AS text) IS NULL OR j.status::text = CAST(:status AS text))
+      AND (CAST(:job_id AS bigint) IS NULL OR j.id = CAST(:job_id AS bigint))
+    ORDER BY j.id DESC LIMIT :limit OFFSET :offset
+    """
+)
+
+
+class Backoff(BaseRetryStrategy):
+    """Exponential backoff: wait base * 2**attempt seconds (capped); give up after
+    `max_attempts` runs in all, leaving the job `failed` (dead letter)."""
+
+    def __init__(self, max_attempts: int, base_s: float, max_s: float) -> None:
+        self.max_attempts = max_attempts
+        self.base_s = base_s
+        self.max_s = max_s
+
+    def delay(self, attempts: int) -> float:
+        return min(self.base_s * 2**attempts, self.max_s)
+
+    def get_retry_decision(self, *, exception: BaseException, job: Job) -> RetryDecision | None:
+        if job.attempts + 1 >= self.max_attempts:
+            return None
+        return RetryDecision(retry_in={"seconds": self.delay(job.attempts)})
+
+
+StageBody = Callable[[StageKey], Awaitable[str]]
+
+
+class JobQueue:
+    def __init__(
+        self, settings: Settings, engine: AsyncEngine, recorder: EventRecorder | None = None
+    ) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.recorder = recorder
+        self.gap = timedelta(seconds=settings.session_gap_s)
+        self.retry = Backoff(
+            settings.job_max_attempts, settings.job_retry_base_s, settings.job_retry_max_s
+        )
+        connector = procrastinate.PsycopgConnector(
+            conninfo=libpq_conninfo(settings.database_url.get_secret_value()),
+            kwargs={"options": f"-c search_path={JOBS_SCHEMA}"},
+            min_size=1,
+            max_size=settings.jobs_concurrency + 2,
+        )
+        self.app = procrastinate.App(connector=connector)
+        self._register()
+
+    # --- lifecycle ---
+
+    async def open(self) -> None:
+        await self.app.open_async()
+
+    async def close(self) -> None:
+        await self.app.close_async()
+
+    async def run_worker(self, *, wait: bool = True) -> None:
+        """Run the worker until cancelled (wait=True) or until the queue is empty."""
+        await self.app.run_worker_async(
+            name="context-engine",
+            concurrency=self.settings.jobs_concurrency,
+            wait=wait,
+            install_signal_handlers=False,
+            listen_notify=wait,
+            fetch_job_polling_interval=1.0 if wait else 0.1,
+            shutdown_graceful_timeout=10.0,
+        )
+
+    # --- tasks ---
+
+    def _register(self) -> None:
+        app = self.app
+
+        @app.task(name="finalise_session", retry=self.retry, pass_context=True)
+        async def finalise_session(context: procrastinate.JobContext, session_id: str) -> str:
+            key = StageKey(session_id, sessions.FINALISE_STAGE, sessions.FINALISE_VERSION)
+            return await self.run_stage(context.job, key, self._finalise)
+
+        @app.periodic(cron=self.settings.idle_scan_cron, periodic_id="idle_sessions")
+        @app.task(name="scan_idle_sessions", queueing_lock="scan_idle_sessions")
+        async def scan_idle_sessions(timestamp: int) -> int:
+            return await self.scan_idle()
+
+        @app.periodic(cron="*/5 * * * *", periodic_id="rescue_stalled")
+        @app.task(name="rescue_stalled_jobs", queueing_lock="rescue_stalled_jobs")
+        async def rescue_stalled_jobs(timestamp: int) -> int:
+            return await self.rescue_stalled()
+
+    async def run_stage(self, job: Job, key: StageKey, body: StageBody) -> str:
+        """Run one attempt of a stage with its bookkeeping; re-raise failures so procrastinate
+        retries them (or dead-letters the job after the last attempt)."""
+        attempt = job.attempts + 1
+        async with self.engine.begin() as conn:
+            await stages.mark(conn, key, stages.RUNNING, attempts=attempt, job_id=job.id)
+        try:
+            outcome = await body(key)
+        except Exception as exc:
+            final = attempt >= self.retry.max_attempts
+            log.warning("jobs.stage_failed", stage=key.stage, session_id=key.session_id,
+                        attempt=attempt, final=final, error=repr(exc)[:500])  # fmt: skip
+            await stages.mark_failure(
+                self.engine, key, attempts=attempt, error=repr(exc), final=final, job_id=job.id or 0
+            )
+            if self.recorder:
+                await self.recorder.emit(
+                    "octopus",
+                    "error",
+                    session_id=key.session_id,
+                    data={
+                        "stage": key.stage,
+                        "attempt": attempt,
+                        "dead_letter": final,
+                        "error": repr(exc)[:300],
+                    },
+                )
+            raise
+        return outcome
+
+    async def _finalise(self, key: StageKey) -> str:
+        async with self.engine.begin() as conn:
+            fp, _ = await sessions.finalise_input(conn, key.session_id)
+            if await stages.is_done(conn, key, fp):
+                return "already_done"
+            result = await sessions.finalise(
+                conn, key.session_id, now=datetime.now(UTC), gap=self.gap
+            )
+            if result.status == "missing":
+                return "missing"
+            status = stages.DONE if result.status == "finalised" else stages.QUEUED
+            await stages.mark(conn, key, status, fingerprint=result.fingerprint)
+        if result.status == "finalised" and self.recorder:
+            await self.recorder.emit(
+                "octopus",
+                "complete",
+                session_id=key.session_id,
+                data={"stage": "finalise", "segments_count": result.segments_count},
+            )
+        return result.status
+
+    # --- deferring ---
+
+    async def defer_stage(self, task: str, key: StageKey, **kwargs: Any) -> int | None:
+        """Queue a stage job; None when one with the same key is already queued."""
+        try:
+            job_id = await self.app.configure_task(
+                task, queueing_lock=key.lock, lock=f"session:{key.session_id}"
+            ).defer_async(**kwargs)
+        except AlreadyEnqueued:
+            return None
+        async with self.engine.begin() as conn:
+            await stages.mark(conn, key, stages.QUEUED, job_id=job_id)
+        return job_id
+
+    async def defer_finalise(self, session_id: str) -> int | None:
+        key = StageKey(session_id, sessions.FINALISE_STAGE, sessions.FINALISE_VERSION)
+        return await self.defer_stage("finalise_session", key, session_id=session_id)
+
+    async def session_changed(self, session_id: str) -> None:
+        """Ingestion wrote segments: a session already silent for the gap (an import of old
+        recordings, a late sweep) is finalised now; a live one by the idle scan later."""
+        async with self.engine.connect() as conn:
+            idle = await sessions.idle_sessions(
+                conn, now=datetime.now(UTC), gap=self.gap, among=[session_id]
+            )
+        if idle:
+            await self.defer_finalise(session_id)
+
+    async def scan_idle(self) -> int:
+        async with self.engine.connect() as conn:
+            idle = await sessions.idle_sessions(conn, now=datetime.now(UTC), gap=self.gap)
+        queued = 0
+        for session_id in idle:
+            if await self.defer_finalise(session_id) is not None:
+                queued += 1
+        if queued:
+            log.info("jobs.idle_sessions_queued", count=queued)
+        return queued
+
+    async def rescue_stalled(self) -> int:
+        """Jobs left `doing` by a worker that stopped heartbeating go back to `todo`."""
+        stalled = list(await self.app.job_manager.get_stalled_jobs())
+        for job in stalled:
+            await self.app.job_manager.retry_job(job)
+        if stalled:
+            log.warning("jobs.stalled_rescued", count=len(stalled), ids=[j.id for j in stalled])
+        return len(stalled)
+
+    # --- inspection (the API) ---
+
+    async def counts(self) -> dict[str, int]:
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(_COUNTS)
+            found = {status: n for status, n in rows}
+        return {s: int(found.get(s, 0)) for s in JOB_STATUSES}
+
+    async def list_jobs(
+        self,
+        *,
+        status: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        job_id: int | None = None,
+    ) -> list[dict[str, Any]]:
+        params = {"status": status, "job_id": job_id, "limit": limit, "offset": offset}
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(_LIST, params)
+            return [dict(r._mapping) for r in rows]
+
+    async def retry(self, job_id: int) -> bool:
+        """Put a failed (dead-lettered) job back in the queue; False if no such failed job."""
+        jobs = list(await self.app.job_manager.list_jobs_async(id=job_id))
+        if not jobs or jobs[0].status != "failed":
+            return False
+        await self.app.job_manager.retry_job_by_id_async(job_id=job_id, retry_at=datetime.now(UTC))
+        return True
+
+
+async def run_forever(queue: JobQueue, stopping: asyncio.Event) -> None:
+    """The in-process worker, restarted after a crash (e.g. PostgreSQL went away) until
+    `stopping` is set. A worker cancelled while PostgreSQL is down may raise something other
+    than CancelledError: `stopping` is what ends the loop, not the exception type."""
+    delay = 1.0
+    while not stopping.is_set():
+        try:
+            await queue.run_worker(wait=True)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if stopping.is_set():
+                return
+            log.error("jobs.worker_crashed", error=repr(exc)[:500], restart_in_s=delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 60.0)

@@ -1,0 +1,54 @@
+"""GET /v1/context: what the memory knows about a query, as of a time."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query
+
+from context_engine.retrieve import AllLegsFailedError, ContextQuery
+from context_engine.routes.deps import RuntimeDep
+from context_engine.schemas import ContextResponse
+
+router = APIRouter(tags=["retrieval"])
+
+
+@router.get("/context", response_model=ContextResponse, summary="Search the memory")
+async def get_context(
+    runtime: RuntimeDep,
+    query: Annotated[str, Query(min_length=1, max_length=512, description="search text")],
+    limit: Annotated[int | None, Query(ge=1, le=50, description="results (default 5)")] = None,
+    hours_back: Annotated[
+        float | None, Query(gt=0, le=24 * 365 * 100, description="window before as_of, hours")
+    ] = None,
+    as_of: Annotated[
+        datetime | None,
+        Query(description="ISO time the search is relative to (default now; naive = UTC)"),
+    ] = None,
+) -> ContextResponse:
+    if not query.strip():
+        raise HTTPException(status_code=422, detail="query: must not be blank")
+    when = datetime.now(UTC) if as_of is None else as_of
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    q = ContextQuery(
+        query=query,
+        limit=limit or runtime.settings.context_default_limit,
+        as_of=when,
+        hours_back=hours_back,
+    )
+    try:
+        result = await runtime.retriever.retrieve(q)
+    except AllLegsFailedError as exc:
+        raise HTTPException(status_code=503, detail=str(exc)) from None
+    return ContextResponse.model_validate(
+        {
+            "query": query,
+            "as_of": when,
+            "hours_back": hours_back,
+            "results": result.results,
+            "legs": result.legs,
+            "degraded": result.degraded,
+        }
+    )

@@ -1,0 +1,24 @@
+"""Dependencies shared by the routes."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Path, Request
+
+from context_engine.runtime import Runtime
+from her_os_shared.ids import ID_PATTERN
+
+
+def get_runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    if not runtime.ready:
+        # Migrations are still running (or PostgreSQL is unreachable): say so plainly.
+        raise HTTPException(status_code=503, detail="the context engine is starting")
+    return runtime
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+SessionIdPath = Annotated[
+    str, Path(pattern=ID_PATTERN, max_length=128, description="[A-Za-z0-9_-]{1,128}")
+]

@@ -1,0 +1,19 @@
+"""GET /v1/stats."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from context_engine.routes.deps import RuntimeDep
+from context_engine.schemas import StatsResponse
+from context_engine.stats import engine_stats
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/stats", response_model=StatsResponse, summary="What the engine holds")
+async def get_stats(runtime: RuntimeDep) -> StatsResponse:
+    async with runtime.db.main.connect() as conn:
+        stats = await engine_stats(conn)
+    stats["jobs"] = await runtime.jobs.counts()
+    return StatsResponse.model_validate(stats)

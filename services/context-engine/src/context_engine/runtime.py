@@ -1,0 +1,115 @@
+"""The engine's running parts, built once per app: pools, recorder, ingestor, watcher, job
+queue and worker, retriever. `start()` waits for the schema, then starts the background work;
+`stop()` stops it in reverse order. Nothing runs fire-and-forget: every task is owned here."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import suppress
+from pathlib import Path
+
+from context_engine.bm25 import Bm25Leg
+from context_engine.config import Settings
+from context_engine.db import Databases, create_databases, ping
+from context_engine.ingest import Ingestor
+from context_engine.jobs import JobQueue, run_forever
+from context_engine.migrate import migrate_until_done
+from context_engine.recorder import EventRecorder
+from context_engine.retrieve import Retriever
+from context_engine.watcher import TranscriptWatcher
+from her_os_shared.logging import get_logger
+
+log = get_logger(__name__)
+
+STOP_TIMEOUT_S = 10.0
+
+
+class Runtime:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.db: Databases = create_databases(settings)
+        self.recorder = EventRecorder(self.db.events)
+        self.jobs = JobQueue(settings, self.db.main, self.recorder)
+        self.ingestor = Ingestor(
+            self.db.main,
+            settings.transcripts_dir,
+            batch_segments=settings.ingest_batch_segments,
+            on_session=self.jobs.session_changed,
+            recorder=self.recorder,
+        )
+        self.watcher = TranscriptWatcher(
+            settings.transcripts_dir,
+            self._ingest,
+            debounce_s=settings.watch_debounce_s,
+            max_delay_s=settings.watch_max_delay_s,
+            reconcile_interval_s=settings.reconcile_interval_s,
+            concurrency=settings.ingest_concurrency,
+            is_current=self.ingestor.is_current,
+        )
+        self.retriever = Retriever(self.db.main, [Bm25Leg(self.db.main)], self.recorder)
+        self.schema_ready = asyncio.Event()
+        self.started = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._jobs_open = False
+        self._stopping = asyncio.Event()
+        self._watching = False
+
+    @property
+    def ready(self) -> bool:
+        return self.schema_ready.is_set()
+
+    async def _ingest(self, path: Path) -> None:
+        await self.ingestor.ingest_file(path)
+
+    async def start(self) -> None:
+        """Start in the background; returns at once."""
+        self._tasks.append(asyncio.create_task(self._start(), name="context-engine-start"))
+
+    async def _start(self) -> None:
+        await migrate_until_done(self.settings, self.schema_ready)
+        if self.settings.jobs_enabled:
+            await self._open_jobs()
+            self._tasks.append(
+                asyncio.create_task(run_forever(self.jobs, self._stopping), name="job-worker")
+            )
+        await self.ingestor.load_offsets()
+        # The watcher starts its observer before scanning the backlog (watcher.py).
+        await self.watcher.start()
+        self._watching = True
+        self.started.set()
+        log.info("engine.started")
+
+    async def _open_jobs(self) -> None:
+        delay = 0.5
+        while True:
+            try:
+                await self.jobs.open()
+            except Exception as exc:  # PostgreSQL unreachable: retry, /health says why not
+                log.warning("jobs.open_retry", error=repr(exc)[:300], retry_in_s=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.settings.migrate_retry_max_s)
+                continue
+            self._jobs_open = True
+            return
+
+    async def stop(self) -> None:
+        """Stop everything, in bounded time even when PostgreSQL is gone."""
+        self._stopping.set()
+        if self._watching:
+            await self.watcher.stop()
+        for task in reversed(self._tasks):
+            task.cancel()
+        if self._tasks:
+            _, stuck = await asyncio.wait(self._tasks, timeout=STOP_TIMEOUT_S)
+            for task in stuck:
+                log.warning("engine.stop_abandoned", task=task.get_name())
+        if self._jobs_open:
+            with suppress(Exception):
+                async with asyncio.timeout(STOP_TIMEOUT_S):
+                    await self.jobs.close()
+        with suppress(Exception):
+            async with asyncio.timeout(STOP_TIMEOUT_S):
+                await self.db.dispose()
+
+    async def healthy(self) -> bool:
+        return self.ready and await ping(self.db.main, self.settings.health_timeout_s)

@@ -1,0 +1,92 @@
+"""Durable state of a session's downstream stages (`session_stages`).
+
+The idempotency key of a stage run is (session, stage, stage version, input fingerprint): a
+job finding the same key already `done` returns at once, so a re-delivered or re-deferred
+job never repeats work, while new input (more segments) or a new stage version runs again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from context_engine.models import SessionStage
+
+QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class StageKey:
+    session_id: str
+    stage: str
+    version: int
+
+    @property
+    def lock(self) -> str:
+        """procrastinate queueing lock: one queued job per key at a time."""
+        return f"{self.stage}:v{self.version}:{self.session_id}"
+
+
+async def is_done(conn: AsyncConnection, key: StageKey, fingerprint: str) -> bool:
+    t = SessionStage.__table__
+    row = (
+        await conn.execute(
+            select(t).where(t.c.session_id == key.session_id, t.c.stage == key.stage)
+        )
+    ).one_or_none()
+    return (
+        row is not None
+        and row.status == DONE
+        and row.stage_version == key.version
+        and row.input_fingerprint == fingerprint
+    )
+
+
+async def mark(
+    conn: AsyncConnection,
+    key: StageKey,
+    status: str,
+    *,
+    fingerprint: str | None = None,
+    attempts: int | None = None,
+    error: str | None = None,
+    job_id: int | None = None,
+) -> None:
+    values: dict[str, object] = {
+        "stage_version": key.version,
+        "status": status,
+        "updated_at": func.now(),
+        "last_error": error,
+    }
+    if fingerprint is not None:
+        values["input_fingerprint"] = fingerprint
+    if attempts is not None:
+        values["attempts"] = attempts
+    if job_id is not None:
+        values["job_id"] = job_id
+    if status == DONE:
+        values["completed_at"] = func.now()
+    stmt = pg_insert(SessionStage).values(session_id=key.session_id, stage=key.stage, **values)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[SessionStage.session_id, SessionStage.stage], set_=values
+    )
+    await conn.execute(stmt)
+
+
+async def mark_failure(
+    engine: AsyncEngine, key: StageKey, *, attempts: int, error: str, final: bool, job_id: int
+) -> None:
+    """Record a failed attempt in its own transaction (the stage's one was rolled back).
+    `final` means retries are exhausted: the stage is dead-lettered (`failed`)."""
+    async with engine.begin() as conn:
+        await mark(
+            conn,
+            key,
+            FAILED if final else QUEUED,
+            attempts=attempts,
+            error=error[:2000],
+            job_id=job_id,
+        )
