@@ -31,8 +31,14 @@ def write_backlog(directory: Path, files: int, per_file: int, per_line: int = 10
         lines = []
         for first in range(0, per_file, per_line):
             segs = [
-                Segment(segment_id=f"g{i}", speaker="A", text=f"file {f} segment {i} words",
-                        start=float(i), end=float(i) + 0.5, stt_engine="test")  # fmt: skip
+                Segment(
+                    segment_id=f"g{i}",
+                    speaker="A",
+                    text=f"file {f} segment {i} words",
+                    start=float(i),
+                    end=float(i) + 0.5,
+                    stt_engine="test",
+                )
                 for i in range(first, min(first + per_line, per_file))
             ]
             lines.append(
@@ -163,7 +169,9 @@ async def test_files_written_while_the_engine_starts_are_all_ingested_once(
             expected = expected_segments(transcripts)
             db = engine.runtime.db.main
             deadline = time.monotonic() + 60
-            while await count(db) < len(expected) and time.monotonic() < deadline:
+            while time.monotonic() < deadline:
+                if await count(db) >= len(expected):
+                    break
                 await asyncio.sleep(0.1)
             await engine.runtime.watcher.idle()
             stored = await stored_segments(db)

@@ -81,9 +81,7 @@ def active(found: dict[str, dict]) -> set[str]:
 async def test_ingests_every_segment_once_and_resumes_from_the_offset(
     ingestor: Ingestor, db: AsyncEngine, transcripts: Path
 ) -> None:
-    path = append_records(
-        transcripts, "s1", [payload(seg(f"g{i}", i, i + 1)) for i in range(7)]
-    )
+    path = append_records(transcripts, "s1", [payload(seg(f"g{i}", i, i + 1)) for i in range(7)])
     first = await ingestor.ingest_file(path)
     assert (first.status, first.lines, first.segments) == ("ingested", 7, 7)
     assert first.offset == path.stat().st_size
@@ -191,9 +189,7 @@ async def test_sweep_replaces_only_overlapping_fast_path_segments_in_any_order(
 async def test_a_file_replaced_by_sweep_payloads_is_read_again(
     ingestor: Ingestor, db: AsyncEngine, transcripts: Path
 ) -> None:
-    path = append_records(
-        transcripts, "s1", [payload(seg(f"f{i}", i, i + 1)) for i in range(6)]
-    )
+    path = append_records(transcripts, "s1", [payload(seg(f"f{i}", i, i + 1)) for i in range(6)])
     await ingestor.ingest_file(path)
     # The sweep rewrites the whole file (atomically) with its own segments.
     tmp = transcripts / ".s1.jsonl.tmp"
