@@ -47,7 +47,7 @@ class Settings(ServiceSettings):
     jobs_concurrency: int = Field(default=2, ge=1)
     # Attempts before a job is dead-lettered (procrastinate status "failed"), and the
     # exponential backoff between them: base * 2**attempt, capped.
-    job_max_attempts: int = Field(default=6, ge=1)
+    job_max_attempts: int = Field(default=6, ge=1, le=100)
     job_retry_base_s: float = Field(default=2.0, ge=0)
     job_retry_max_s: float = Field(default=600.0, gt=0)
     # Cron of the idle-session scan (procrastinate periodic task; minute resolution).

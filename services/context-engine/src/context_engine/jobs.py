@@ -66,7 +66,7 @@ class Backoff(BaseRetryStrategy):
         self.max_s = max_s
 
     def delay(self, attempts: int) -> float:
-        return min(self.base_s * 2**attempts, self.max_s)
+        return min(self.base_s * 2 ** min(attempts, 60), self.max_s)
 
     def get_retry_decision(self, *, exception: BaseException, job: Job) -> RetryDecision | None:
         if job.attempts + 1 >= self.max_attempts:
@@ -171,14 +171,17 @@ class JobQueue:
         async with self.engine.begin() as conn:
             fp, _ = await sessions.finalise_input(conn, key.session_id)
             if await stages.is_done(conn, key, fp):
+                await stages.mark(conn, key, stages.DONE)  # back from "running"
                 return "already_done"
             result = await sessions.finalise(
                 conn, key.session_id, now=datetime.now(UTC), gap=self.gap
             )
             if result.status == "missing":
                 return "missing"
-            status = stages.DONE if result.status == "finalised" else stages.QUEUED
-            await stages.mark(conn, key, status, fingerprint=result.fingerprint)
+            if result.status == "finalised":
+                await stages.mark(conn, key, stages.DONE, fingerprint=result.fingerprint)
+            else:  # spoke again meanwhile: the idle scan queues it later
+                await stages.mark(conn, key, stages.QUEUED)
         if result.status == "finalised" and self.recorder:
             await self.recorder.emit(
                 "octopus",
@@ -257,7 +260,7 @@ class JobQueue:
             rows = await conn.execute(_LIST, params)
             return [dict(r._mapping) for r in rows]
 
-    async def retry(self, job_id: int) -> bool:
+    async def retry_failed(self, job_id: int) -> bool:
         """Put a failed (dead-lettered) job back in the queue; False if no such failed job."""
         jobs = list(await self.app.job_manager.list_jobs_async(id=job_id))
         if not jobs or jobs[0].status != "failed":

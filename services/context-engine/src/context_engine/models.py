@@ -183,6 +183,7 @@ class SessionStage(Base):
     stage_version: Mapped[int] = mapped_column(Integer)
     # queued | running | done | failed (failed = retries exhausted: the dead-letter state)
     status: Mapped[str] = mapped_column(Text)
+    # "v{stage_version}:{fingerprint}" of the input the stage last completed.
     input_fingerprint: Mapped[str | None] = mapped_column(Text)
     attempts: Mapped[int] = mapped_column(Integer, server_default="0")
     last_error: Mapped[str | None] = mapped_column(Text)

@@ -37,12 +37,17 @@ async def is_done(conn: AsyncConnection, key: StageKey, fingerprint: str) -> boo
             select(t).where(t.c.session_id == key.session_id, t.c.stage == key.stage)
         )
     ).one_or_none()
+    # `input_fingerprint` is only written when a run completes, and carries the version, so
+    # later queued/running/failed states do not hide what was last done.
     return (
         row is not None
-        and row.status == DONE
-        and row.stage_version == key.version
-        and row.input_fingerprint == fingerprint
+        and row.completed_at is not None
+        and row.input_fingerprint == _versioned(key, fingerprint)
     )
+
+
+def _versioned(key: StageKey, fingerprint: str) -> str:
+    return f"v{key.version}:{fingerprint}"
 
 
 async def mark(
@@ -62,12 +67,12 @@ async def mark(
         "last_error": error,
     }
     if fingerprint is not None:
-        values["input_fingerprint"] = fingerprint
+        values["input_fingerprint"] = _versioned(key, fingerprint)
     if attempts is not None:
         values["attempts"] = attempts
     if job_id is not None:
         values["job_id"] = job_id
-    if status == DONE:
+    if status == DONE and fingerprint is not None:
         values["completed_at"] = func.now()
     stmt = pg_insert(SessionStage).values(session_id=key.session_id, stage=key.stage, **values)
     stmt = stmt.on_conflict_do_update(

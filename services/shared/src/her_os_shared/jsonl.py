@@ -21,9 +21,9 @@ import json
 import os
 import shutil
 from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from contextlib import nullcontext
 from typing import IO, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError

@@ -32,7 +32,7 @@ async def list_jobs(
     responses={404: {"description": "no failed job with this id"}},
 )
 async def retry_job(runtime: RuntimeDep, job_id: Annotated[int, Path(ge=1)]) -> JobOut:
-    if not await runtime.jobs.retry(job_id):
+    if not await runtime.jobs.retry_failed(job_id):
         raise HTTPException(status_code=404, detail=f"no failed job {job_id}")
     (job,) = await runtime.jobs.list_jobs(job_id=job_id)
     return JobOut.model_validate(job)
