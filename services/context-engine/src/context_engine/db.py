@@ -32,6 +32,10 @@ def create_engine(settings: Settings, pool_size: int | None = None) -> AsyncEngi
         pool_size=pool_size or settings.db_pool_size,
         max_overflow=pool_size or settings.db_pool_size,
         pool_pre_ping=True,
+        # asyncpg prepares every statement; after five runs PostgreSQL may switch a statement
+        # to a generic plan, which cannot see how selective a tsquery or a time window is and
+        # scans the whole spoken_at index instead (docs/benchmarks.md). Plan every execution.
+        connect_args={"server_settings": {"plan_cache_mode": "force_custom_plan"}},
     )
 
 
