@@ -3,7 +3,7 @@
 UV := UV_PYTHON_DOWNLOADS=never python3.11 -m uv
 RUN := $(UV) run --frozen
 
-.PHONY: help setup up down status logs test test-python test-dashboard lint format
+.PHONY: help setup up down status logs test test-python test-dashboard lint format bench bench-1m
 
 help:
 	@echo "make up        set up if needed, then run the platform on embedded defaults (Ctrl-C stops)"
@@ -35,3 +35,15 @@ test-dashboard:
 format: setup
 	$(RUN) ruff check --fix .
 	$(RUN) ruff format .
+
+# Benchmarks (bench/README.md): speed is measured here, never in tests. Each starts its own
+# throwaway embedded PostgreSQL; results go into docs/benchmarks.md.
+BENCH := $(RUN) python bench/context_engine
+
+bench: setup
+	$(BENCH)/ingest_throughput.py
+	$(BENCH)/time_to_searchable.py
+	$(BENCH)/bm25_latency.py
+
+bench-1m: setup
+	$(BENCH)/bm25_latency.py --segments 1000000

@@ -32,6 +32,11 @@ class DataLayout:
         return self.root / "events"
 
     @property
+    def search_index(self) -> Path:
+        """The context engine's keyword index (derived: rebuilt from PostgreSQL if lost)."""
+        return self.root / "search-index"
+
+    @property
     def logs(self) -> Path:
         return self.root / "logs"
 

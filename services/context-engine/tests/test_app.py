@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from pathlib import Path
 
 import httpx
 from asgi_lifespan import LifespanManager
@@ -30,18 +31,29 @@ async def _get_health(settings: Settings, wait_for_ok_s: float = 0) -> httpx.Res
             await asyncio.sleep(0.1)
 
 
-async def test_healthy_when_postgres_answers(postgres_url: str) -> None:
+def _dirs(tmp_path: Path) -> dict[str, Path]:
+    return {
+        "transcripts_dir": tmp_path / "transcripts",
+        "events_dir": tmp_path / "events",
+        "search_index_dir": tmp_path / "search-index",
+    }
+
+
+async def test_healthy_when_postgres_answers(postgres_url: str, tmp_path: Path) -> None:
     r = await _get_health(
-        Settings(internal_token=TOKEN, database_url=postgres_url), wait_for_ok_s=60
+        Settings(internal_token=TOKEN, database_url=postgres_url, **_dirs(tmp_path)),
+        wait_for_ok_s=60,
     )
     assert r.status_code == 200 and r.json() == {"status": "ok"}
 
 
-async def test_unavailable_but_running_when_postgres_is_unreachable() -> None:
+async def test_unavailable_but_running_when_postgres_is_unreachable(tmp_path: Path) -> None:
     # The engine starts anyway (migrations retry in the background) and says it is not ready.
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     url = f"postgresql+asyncpg://heros:x@127.0.0.1:{port}/heros"
-    r = await _get_health(Settings(internal_token=TOKEN, database_url=url, health_timeout_s=1.0))
+    r = await _get_health(
+        Settings(internal_token=TOKEN, database_url=url, health_timeout_s=1.0, **_dirs(tmp_path))
+    )
     assert r.status_code == 503 and r.json() == {"status": "unavailable"}

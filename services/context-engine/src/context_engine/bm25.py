@@ -1,9 +1,13 @@
-"""The keyword leg of retrieval (turtle): PostgreSQL full-text search over `segments.tsv`.
+"""The keyword leg of retrieval (turtle): BM25 over the Tantivy keyword index, with
+PostgreSQL full-text search as the fallback.
 
-`websearch_to_tsquery('english', query)`: words are ANDed, "quoted phrases" match in order,
-`or` gives alternatives, `-word` excludes. Ranking is `ts_rank_cd` with length normalisation
-(1: divide by 1 + log(length)) mapped to [0, 1) (32: rank / (rank + 1)). It is PostgreSQL's
-cover-density ranking, not Okapi BM25 proper (ADR 0004); the GIN index finds the matches.
+Both backends take `websearch_to_tsquery('english', query)` semantics: words are ANDed,
+"quoted phrases" match in order, `or` gives alternatives, `-word` excludes; PostgreSQL parses
+and stems in both cases. Scores are mapped to [0, 1) (s / (s + 1)).
+- Index (search_index.py, the default): Okapi BM25, top-k without visiting every match.
+- PostgreSQL: `ts_rank_cd` with length normalisation over every GIN match (ADR 0004). Used
+  while the index is (re)building, for a query the translation does not cover, or when
+  `CONTEXT_ENGINE_KEYWORD_BACKEND=postgres`.
 """
 
 from __future__ import annotations
@@ -11,9 +15,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from context_engine import tsquery
 from context_engine.retrieve import Candidate, ContextQuery
+from context_engine.search_index import SegmentSearchIndex
+from her_os_shared.logging import get_logger
+
+log = get_logger(__name__)
 
 _SEARCH = text(
     """
@@ -27,24 +36,86 @@ _SEARCH = text(
     LIMIT :k
     """
 )
+_PARSE = text("SELECT websearch_to_tsquery('english', :query)::text")
+# Hits of the index, re-checked: still stored, still active, inside the window.
+_FETCH = text(
+    """
+    SELECT s.session_id, s.segment_id, s.text, s.speaker, s.spoken_at
+    FROM segments s
+    JOIN unnest(CAST(:sids AS text[]), CAST(:gids AS text[])) AS k(sid, gid)
+      ON s.session_id = k.sid AND s.segment_id = k.gid
+    WHERE s.replaced_by IS NULL AND s.spoken_at <= :as_of
+      AND (CAST(:since AS timestamptz) IS NULL OR s.spoken_at >= CAST(:since AS timestamptz))
+    """
+)
+MAX_PAGES = 4
 
 
 class Bm25Leg:
     name = "bm25"
     creature = "turtle"
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, index: SegmentSearchIndex | None = None) -> None:
         self.engine = engine
+        self.index = index
 
     async def search(self, q: ContextQuery, k: int) -> list[Candidate]:
         since = None if q.hours_back is None else q.as_of - timedelta(hours=q.hours_back)
         async with self.engine.connect() as conn:
+            if self.index is not None and self.index.ready:
+                found = await self._search_index(conn, q, since, k)
+                if found is not None:
+                    return found
+            return await self._search_postgres(conn, q, since, k)
+
+    async def _search_postgres(
+        self, conn: AsyncConnection, q: ContextQuery, since: object, k: int
+    ) -> list[Candidate]:
+        rows = await conn.execute(
+            _SEARCH, {"query": q.query, "as_of": q.as_of, "since": since, "k": k}
+        )
+        return [
+            Candidate(r.session_id, r.segment_id, r.text, r.speaker, r.spoken_at, float(r.score))
+            for r in rows
+        ]
+
+    async def _search_index(
+        self, conn: AsyncConnection, q: ContextQuery, since: object, k: int
+    ) -> list[Candidate] | None:
+        """None when this query should go to PostgreSQL instead."""
+        assert self.index is not None
+        parsed = (await conn.execute(_PARSE, {"query": q.query})).scalar() or ""
+        try:
+            node = tsquery.parse(parsed)
+            if node is None:
+                return []  # only stopwords: nothing matches, as in PostgreSQL
+            query = tsquery.to_tantivy(node, self.index.schema, "lex")
+        except (tsquery.UnsupportedQuery, ValueError) as exc:
+            log.info("bm25.index_unsupported_query", reason=str(exc)[:200])
+            return None
+        out: list[Candidate] = []
+        want = k + 5  # a few spare for hits PostgreSQL no longer has as active
+        for page in range(MAX_PAGES):
+            hits = self.index.search(query, as_of=q.as_of, since=since, k=want,  # type: ignore[arg-type]
+                                     offset=page * want)  # fmt: skip
+            if not hits:
+                break
+            keys = [key.split("/", 1) for key, _ in hits]
             rows = await conn.execute(
-                _SEARCH, {"query": q.query, "as_of": q.as_of, "since": since, "k": k}
+                _FETCH,
+                {
+                    "sids": [s for s, _ in keys],
+                    "gids": [g for _, g in keys],
+                    "as_of": q.as_of,
+                    "since": since,
+                },
             )
-            return [
-                Candidate(
-                    r.session_id, r.segment_id, r.text, r.speaker, r.spoken_at, float(r.score)
-                )
-                for r in rows
-            ]
+            by_key = {f"{r.session_id}/{r.segment_id}": r for r in rows}
+            for key, score in hits:
+                r = by_key.get(key)
+                if r is not None:
+                    out.append(Candidate(r.session_id, r.segment_id, r.text, r.speaker,
+                                         r.spoken_at, score / (score + 1.0)))  # fmt: skip
+            if len(out) >= k or len(hits) < want:
+                break
+        return out[:k]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
@@ -54,4 +55,8 @@ class Settings(ServiceSettings):
     idle_scan_cron: str = "* * * * *"
 
     # --- retrieval (retrieve.py) ---
+    # Keyword leg: "index" = BM25 over the Tantivy index in `search_index_dir` (rebuilt from
+    # PostgreSQL when needed); "postgres" = PostgreSQL full-text search only (ADR 0006).
+    keyword_backend: Literal["index", "postgres"] = "index"
+    search_index_dir: Path = Path("data/search-index")
     context_default_limit: int = Field(default=5, ge=1, le=50)

@@ -161,17 +161,21 @@ async def resolve_replacements(
     return result.rowcount
 
 
-async def apply_batch(conn: AsyncConnection, batch: SegmentRows) -> None:
-    """Write one batch of one session under the dedup rules (inside the caller's transaction)."""
+async def apply_batch(conn: AsyncConnection, batch: SegmentRows) -> set[str] | None:
+    """Write one batch of one session under the dedup rules (inside the caller's transaction).
+    Returns the segment ids whose stored state may have changed, or None for "any segment of
+    the session" (a sweep can replace any of them)."""
     await upsert_session(conn, batch)
     await upsert_segments(conn, batch)
     if batch.has_sweep:
         # New or moved sweep segments can change what any fast-path segment overlaps.
         await resolve_replacements(conn, batch.session_id)
-    elif (await conn.execute(_HAS_SWEEP, {"sid": batch.session_id})).scalar():
+        return None
+    if (await conn.execute(_HAS_SWEEP, {"sid": batch.session_id})).scalar():
         # Late fast-path lines of an already swept session are replaced at once.
         fast = [sid for sid, r in batch.rows.items() if not r["is_sweep"]]
         await resolve_replacements(conn, batch.session_id, fast)
+    return set(batch.rows)
 
 
 async def delete_stale(conn: AsyncConnection, session_id: str, generation: int) -> int:

@@ -37,6 +37,8 @@ FINGERPRINT_WINDOW = 64 * 1024
 
 Status = Literal["ingested", "up_to_date", "reread", "missing", "invalid_name"]
 SessionCallback = Callable[[str], Awaitable[None]]
+# (session_id, changed segment ids or None for the whole session), after each commit.
+ChangeCallback = Callable[[str, set[str] | None], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +101,14 @@ class Ingestor:
         *,
         batch_segments: int = 2000,
         on_session: SessionCallback | None = None,
+        on_changed: ChangeCallback | None = None,
         recorder: EventRecorder | None = None,
     ) -> None:
         self.engine = engine
         self.transcripts_dir = Path(transcripts_dir)
         self.batch_segments = batch_segments
         self.on_session = on_session
+        self.on_changed = on_changed
         self.recorder = recorder
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         # path → (size, mtime_ns or None) of the file as last fully read: the reconcile scan
@@ -213,18 +217,22 @@ class Ingestor:
                 )
                 extra_skipped += len(skipped)
                 offset = reader.offset if end is None else end
+                changed: set[str] | None = set()
                 async with self.engine.begin() as conn:
                     if batch:
                         rows = dedup.collect(batch, generation)
-                        await dedup.apply_batch(conn, rows)
+                        changed = await dedup.apply_batch(conn, rows)
                         lines += len(batch)
                         segments += sum(len(p.segments) for _, p in batch)
                     if end is None and cleaned < generation:
                         deleted = await dedup.delete_stale(conn, session_id, generation)
                         cleaned = generation
+                        changed = None
                     await self._save_offset(
                         conn, key, session_id, offset, st, generation, cleaned, fd
                     )
+                if self.on_changed is not None and changed != set():
+                    await self.on_changed(session_id, changed)
                 start = offset
                 if end is None:
                     break

@@ -16,6 +16,7 @@ from context_engine.jobs import JobQueue, run_forever
 from context_engine.migrate import migrate_until_done
 from context_engine.recorder import EventRecorder
 from context_engine.retrieve import Retriever
+from context_engine.search_index import Changes, SegmentSearchIndex
 from context_engine.watcher import TranscriptWatcher
 from her_os_shared.logging import get_logger
 
@@ -30,11 +31,17 @@ class Runtime:
         self.db: Databases = create_databases(settings)
         self.recorder = EventRecorder(self.db.events)
         self.jobs = JobQueue(settings, self.db.main, self.recorder)
+        self.search_index = (
+            SegmentSearchIndex(settings.search_index_dir, self.db.main)
+            if settings.keyword_backend == "index"
+            else None
+        )
         self.ingestor = Ingestor(
             self.db.main,
             settings.transcripts_dir,
             batch_segments=settings.ingest_batch_segments,
             on_session=self.jobs.session_changed,
+            on_changed=self._index_changed,
             recorder=self.recorder,
         )
         self.watcher = TranscriptWatcher(
@@ -46,7 +53,9 @@ class Runtime:
             concurrency=settings.ingest_concurrency,
             is_current=self.ingestor.is_current,
         )
-        self.retriever = Retriever(self.db.main, [Bm25Leg(self.db.main)], self.recorder)
+        self.retriever = Retriever(
+            self.db.main, [Bm25Leg(self.db.main, self.search_index)], self.recorder
+        )
         self.schema_ready = asyncio.Event()
         self.started = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -61,6 +70,12 @@ class Runtime:
     async def _ingest(self, path: Path) -> None:
         await self.ingestor.ingest_file(path)
 
+    async def _index_changed(self, session_id: str, segment_ids: set[str] | None) -> None:
+        if self.search_index is not None:
+            changes = Changes()
+            changes.add(session_id, segment_ids)
+            await self.search_index.apply(changes)
+
     async def start(self) -> None:
         """Start in the background; returns at once."""
         self._tasks.append(asyncio.create_task(self._start(), name="context-engine-start"))
@@ -72,6 +87,8 @@ class Runtime:
             self._tasks.append(
                 asyncio.create_task(run_forever(self.jobs, self._stopping), name="job-worker")
             )
+        if self.search_index is not None:
+            await self.search_index.open()
         await self.ingestor.load_offsets()
         # The watcher starts its observer before scanning the backlog (watcher.py).
         await self.watcher.start()
@@ -103,6 +120,12 @@ class Runtime:
             _, stuck = await asyncio.wait(self._tasks, timeout=STOP_TIMEOUT_S)
             for task in stuck:
                 log.warning("engine.stop_abandoned", task=task.get_name())
+        if self.search_index is not None:
+            try:
+                async with asyncio.timeout(STOP_TIMEOUT_S):
+                    await self.search_index.close()
+            except Exception as exc:  # rebuilt at the next start (no clean marker)
+                log.warning("search_index.close_failed", error=repr(exc)[:300])
         if self._jobs_open:
             with suppress(Exception):
                 async with asyncio.timeout(STOP_TIMEOUT_S):

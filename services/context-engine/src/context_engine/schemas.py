@@ -139,3 +139,10 @@ class StatsResponse(BaseModel):
     ingest: dict[str, Any]
     stages_failed: int
     jobs: dict[str, int]
+    keyword_index: KeywordIndexState
+
+
+class KeywordIndexState(BaseModel):
+    backend: Literal["index", "postgres"]
+    ready: bool  # false while (re)building: the keyword leg uses PostgreSQL meanwhile
+    documents: int | None  # active segments indexed

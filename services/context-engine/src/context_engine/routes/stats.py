@@ -16,4 +16,10 @@ async def get_stats(runtime: RuntimeDep) -> StatsResponse:
     async with runtime.db.main.connect() as conn:
         stats = await engine_stats(conn)
     stats["jobs"] = await runtime.jobs.counts()
+    index = runtime.search_index
+    stats["keyword_index"] = {
+        "backend": runtime.settings.keyword_backend,
+        "ready": index is not None and index.ready,
+        "documents": index.num_docs() if index is not None and index.ready else None,
+    }
     return StatsResponse.model_validate(stats)

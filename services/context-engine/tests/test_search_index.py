@@ -1,0 +1,271 @@
+"""The keyword index (Tantivy) against PostgreSQL full-text search: same matches, kept in
+line with every ingest, rebuilt after an unclean stop. tsquery.py translation included."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from context_engine import tsquery
+from context_engine.bm25 import Bm25Leg
+from context_engine.ingest import Ingestor
+from context_engine.migrate import upgrade
+from context_engine.retrieve import ContextQuery
+from context_engine.search_index import Changes, SegmentSearchIndex
+from her_os_shared.jsonl import append_records, encode_line
+from her_os_shared.transcript import Segment, TranscriptPayload
+
+T0 = datetime(2026, 2, 1, 8, 0, tzinfo=UTC)
+WORDS = (
+    "priya moving koramangala coffee ordered the a to of and dinner sunday mother "
+    "birthday doctor appointment running marathon book reading it's don't can't well"
+).split()
+
+
+@pytest.fixture
+async def db(db_url: str) -> AsyncIterator[AsyncEngine]:
+    await asyncio.to_thread(upgrade, db_url)
+    eng = create_async_engine(db_url)
+    yield eng
+    await eng.dispose()
+
+
+async def open_index(path: Path, db: AsyncEngine) -> SegmentSearchIndex:
+    index = SegmentSearchIndex(path, db)
+    await index.open()
+    for _ in range(600):
+        if index.ready:
+            return index
+        await asyncio.sleep(0.05)
+    raise AssertionError("the index never became ready")
+
+
+def corpus(transcripts: Path, sessions: int = 4, per_session: int = 60, seed: int = 7) -> None:
+    rnd = random.Random(seed)
+    for s in range(sessions):
+        lines = []
+        for i in range(per_session):
+            words = " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(1, 9)))
+            seg = Segment(
+                segment_id=f"g{i}",
+                speaker="A",
+                text=words.capitalize(),
+                start=i * 3.0,
+                end=i * 3.0 + 2,
+                stt_engine="test",
+            )
+            started = T0 + timedelta(days=s)
+            lines.append(
+                TranscriptPayload(
+                    session_id=f"s{s}", device_id="d", session_started_at=started, segments=[seg]
+                )
+            )
+        if s == 0:  # a sweep over part of the first session: replaced rows must not match
+            sweep = Segment(
+                segment_id="w0",
+                speaker="A",
+                text="sweep coffee sunday mother",
+                start=0.0,
+                end=30.0,
+                stt_engine="test",
+            )
+            lines.append(
+                TranscriptPayload(
+                    session_id="s0",
+                    device_id="d",
+                    session_started_at=T0,
+                    is_sweep=True,
+                    segments=[sweep],
+                )
+            )
+        append_records(transcripts, f"s{s}", lines)
+
+
+def queries(seed: int = 11, n: int = 80) -> list[str]:
+    rnd = random.Random(seed)
+    out = [
+        "the",
+        "coffee",
+        '"ordered coffee"',
+        '"moving to koramangala"',
+        "-coffee",
+        "coffee or dinner",
+        "priya -sunday",
+        "it's",
+        "don't can't",
+        "birthday mother",
+    ]
+    for _ in range(n):
+        a, b, c = rnd.sample(WORDS, 3)
+        out.append(
+            rnd.choice(
+                [
+                    a,
+                    f"{a} {b}",
+                    f'"{a} {b}"',
+                    f"{a} or {b}",
+                    f"{a} -{b}",
+                    f"{a} {b} -{c}",
+                    f'"{a} {b} {c}"',
+                    f"({a} or {b}) {c}",
+                ]
+            )
+        )
+    return out
+
+
+async def both(
+    db: AsyncEngine, index: SegmentSearchIndex, q: str, **window: object
+) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    cq = ContextQuery(
+        query=q,
+        limit=10_000,
+        as_of=window.get("as_of", T0 + timedelta(days=30)),
+        hours_back=window.get("hours_back"),
+    )
+    hours = cq.hours_back
+    since = None if hours is None else cq.as_of - timedelta(hours=hours)
+    async with db.connect() as conn:
+        # The index itself, not the fallback: a comparison of PostgreSQL with itself proves nothing.
+        via_index = await Bm25Leg(db, index)._search_index(conn, cq, since, 10_000)
+    assert via_index is not None, f"{q!r} was not served by the index"
+    via_pg = await Bm25Leg(db, None).search(cq, 10_000)
+    return (
+        {(c.session_id, c.segment_id) for c in via_index},
+        {(c.session_id, c.segment_id) for c in via_pg},
+    )
+
+
+async def test_the_index_matches_exactly_what_postgresql_matches(
+    db: AsyncEngine, tmp_path: Path
+) -> None:
+    transcripts = tmp_path / "t"
+    corpus(transcripts)
+    index = await open_index(tmp_path / "idx", db)
+
+    async def changed(session_id: str, ids: set[str] | None) -> None:
+        changes = Changes()
+        changes.add(session_id, ids)
+        await index.apply(changes)
+
+    ingestor = Ingestor(db, transcripts, batch_segments=25, on_changed=changed)
+    for path in sorted(transcripts.glob("*.jsonl")):
+        await ingestor.ingest_file(path)
+    nonempty = 0
+    for q in queries():
+        got, expected = await both(db, index, q)
+        assert got == expected, q
+        nonempty += bool(expected)
+    assert nonempty > 40  # the comparison is not between empty sets
+    # Windows: as_of and hours_back are applied by both in the same way.
+    for q in ("coffee", "mother or doctor"):
+        got, expected = await both(
+            db, index, q, as_of=T0 + timedelta(days=1, hours=1), hours_back=30
+        )
+        assert got == expected and expected
+    await index.close()
+
+
+async def test_the_index_follows_sweeps_rewrites_and_restarts(
+    db: AsyncEngine, tmp_path: Path
+) -> None:
+    transcripts = tmp_path / "t"
+    corpus(transcripts, sessions=2)
+    index = await open_index(tmp_path / "idx", db)
+
+    async def changed(session_id: str, ids: set[str] | None) -> None:
+        changes = Changes()
+        changes.add(session_id, ids)
+        await index.apply(changes)
+
+    ingestor = Ingestor(db, transcripts, on_changed=changed)
+    for path in sorted(transcripts.glob("*.jsonl")):
+        await ingestor.ingest_file(path)
+    # The sweep rewrites session s1 entirely: everything old leaves the index.
+    tmp = transcripts / ".s1.jsonl.tmp"
+    tmp.write_bytes(
+        encode_line(
+            TranscriptPayload(
+                session_id="s1",
+                device_id="d",
+                session_started_at=T0,
+                is_sweep=True,
+                segments=[
+                    Segment(
+                        segment_id="w9",
+                        speaker="A",
+                        text="zebra crossing",
+                        start=0,
+                        end=5,
+                        stt_engine="test",
+                    )
+                ],
+            )
+        )
+    )
+    os.rename(tmp, transcripts / "s1.jsonl")
+    await ingestor.ingest_file(transcripts / "s1.jsonl")
+    for q in ("coffee", "zebra", "mother -sunday"):
+        got, expected = await both(db, index, q)
+        assert got == expected, q
+    assert (await both(db, index, "zebra"))[0] == {("s1", "w9")}
+
+    # A clean close reopens ready at once; a crash (no close) means a rebuild.
+    await index.close()
+    reopened = SegmentSearchIndex(tmp_path / "idx", db)
+    await reopened.open()
+    assert reopened.ready
+    await reopened.apply(Changes())  # nothing to do
+    # Simulate a crash: the marker is gone (open() removed it) and close() never runs.
+    crashed = reopened
+    crashed._writer.commit()
+    crashed._writer = None
+    rebuilt = SegmentSearchIndex(tmp_path / "idx", db)
+    await rebuilt.open()
+    assert not rebuilt.ready  # rebuilding in the background; the leg uses PostgreSQL meanwhile
+    cq = ContextQuery(query="zebra", limit=5, as_of=T0 + timedelta(days=30))
+    assert [c.segment_id for c in await Bm25Leg(db, rebuilt).search(cq, 5)] == ["w9"]
+    for _ in range(600):
+        if rebuilt.ready:
+            break
+        await asyncio.sleep(0.05)
+    assert rebuilt.ready
+    for q in ("coffee", "zebra", '"ordered coffee"'):
+        got, expected = await both(db, rebuilt, q)
+        assert got == expected, q
+    await rebuilt.close()
+
+
+L = tsquery.Lexeme
+OR_AND_NOT = tsquery.Op("or", (L("a"), tsquery.Op("and", (L("b"), tsquery.Op("not", (L("c"),))))))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("'coffe'", tsquery.Lexeme("coffe")),
+        ("'priya' & 'move'", tsquery.Op("and", (tsquery.Lexeme("priya"), tsquery.Lexeme("move")))),
+        ("'move' <2> 'koramangala'", tsquery.Phrase(((0, "move"), (2, "koramangala")))),
+        ("'a' <-> 'b' <-> 'c'", tsquery.Phrase(((0, "a"), (1, "b"), (2, "c")))),
+        ("'a' | 'b' & !'c'", OR_AND_NOT),
+        ("'it''s'", tsquery.Lexeme("it's")),
+        ("", None),
+    ],
+)
+def test_tsquery_text_is_parsed_with_postgresql_precedence(
+    text: str, expected: tsquery.Node | None
+) -> None:
+    assert tsquery.parse(text) == expected
+
+
+@pytest.mark.parametrize("text", ["'a':*", "'a':AB & 'b'", "( 'a' | 'b' ) <-> 'c'", "'a' &"])
+def test_what_websearch_never_produces_is_refused(text: str) -> None:
+    with pytest.raises((tsquery.UnsupportedQuery, IndexError)):
+        tsquery.parse(text)
