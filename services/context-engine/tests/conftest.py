@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -34,6 +35,7 @@ def postgres_server() -> Iterator[tuple[str, str]]:
     assert socket_dir is not None
     yield str(socket_dir), "postgres"
     server.cleanup()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def _url(server: tuple[str, str], db: str) -> str:
