@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from her_os_shared.settings import ServiceSettings
@@ -16,3 +17,38 @@ class Settings(ServiceSettings):
     port: int = Field(default=9100, ge=1, le=65535)
     transcripts_dir: Path = Path("data/transcripts")
     events_dir: Path = Path("data/events")
+
+    # Bundled model files are assembled/cached here (e.g. the two-part Whisper model).
+    models_dir: Path = Path("data/models")
+    # Largest accepted clip; longer uploads get 413 with the limit in the message.
+    max_audio_seconds: float = Field(default=600.0, gt=0)
+
+    # --- speech to text (stt/) ---
+    # faster-whisper: the bundled Whisper base model, int8 on CPU (embedded default).
+    # whisperx: WhisperX large-v3 on the GPU (production; loaded only when chosen).
+    stt_backend: Literal["faster-whisper", "whisperx"] = "faster-whisper"
+    stt_language: str | None = "en"
+    stt_device: str = "cpu"
+    stt_compute_type: str = "int8"
+    stt_threads: int = Field(default=2, ge=1)
+    whisperx_model: str = "large-v3"
+
+    # --- voice activity (vad/) ---
+    vad_backend: Literal["silero", "pyannote"] = "silero"
+
+    # --- diarization and speaker identity (speakers/) ---
+    # embedded: VAD regions → ONNX speaker embeddings → clustering; pyannote: pyannote.audio.
+    diarization_backend: Literal["embedded", "pyannote"] = "embedded"
+    # Hugging Face token for pyannote's gated models (production only).
+    pyannote_token: SecretStr | None = None
+    enrollment_dir: Path = Path("data/enrollment")
+    # A voice matches an enrolled person at cosine similarity >= this (the design's 0.55).
+    speaker_match_threshold: float = Field(default=0.55, ge=0, le=1)
+    # A confident match farther than this cosine distance from every stored style of that
+    # person is stored as a new style of theirs (the design's auto-enrollment rule).
+    speaker_novel_style_distance: float = Field(default=0.15, ge=0, le=1)
+
+    # --- speech emotion (emotion/) ---
+    # heuristic: prosody + transcript sentiment, labelled engine "heuristic";
+    # emotion2vec: emotion2vec+ through funasr (production).
+    emotion_backend: Literal["heuristic", "emotion2vec"] = "heuristic"

@@ -1,0 +1,69 @@
+"""Test speech made by the tests themselves: espeak-ng (Debian package, installed by
+scripts/bootstrap.sh) speaks text to a WAV, in distinct voices. Real audio for real inference,
+with no data set and no download."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import wave
+
+import numpy as np
+
+# Two voices a speaker embedder should tell apart (different voice definitions, not just a
+# pitch shift of one voice).
+VOICE_A = "en-us+m3"
+VOICE_B = "en-gb+f4"
+
+
+def have_espeak() -> bool:
+    return shutil.which("espeak-ng") is not None
+
+
+def speak(text: str, voice: str = VOICE_A, *, speed: int = 150) -> tuple[np.ndarray, int]:
+    """(float32 mono samples in [-1, 1], sample rate) of `text` spoken by espeak-ng."""
+    wav = subprocess.run(
+        ["espeak-ng", "-v", voice, "-s", str(speed), "--stdout", text],
+        check=True,
+        capture_output=True,
+    ).stdout
+    with wave.open(io.BytesIO(wav)) as w:
+        rate = w.getframerate()
+        pcm = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+    return pcm.astype(np.float32) / 32768.0, rate
+
+
+def silence(seconds: float, rate: int) -> np.ndarray:
+    return np.zeros(int(seconds * rate), dtype=np.float32)
+
+
+def to_wav_bytes(samples: np.ndarray, rate: int) -> bytes:
+    """PCM16 mono WAV of float samples."""
+    pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2")
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(pcm.tobytes())
+    return buf.getvalue()
+
+
+def conversation(
+    turns: list[tuple[str, str]], gap_s: float = 0.6
+) -> tuple[np.ndarray, int, list[tuple[str, float, float]]]:
+    """Turns of (voice, text) one after another with gaps; returns the samples, the rate and
+    the reference (voice, start, end) of each turn."""
+    parts: list[np.ndarray] = []
+    ref: list[tuple[str, float, float]] = []
+    rate = 22050
+    t = 0.0
+    for voice, text in turns:
+        samples, rate = speak(text, voice)
+        parts.append(samples)
+        ref.append((voice, t, t + len(samples) / rate))
+        t += len(samples) / rate
+        parts.append(silence(gap_s, rate))
+        t += gap_s
+    return np.concatenate(parts), rate, ref
