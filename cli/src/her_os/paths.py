@@ -32,6 +32,16 @@ class DataLayout:
         return self.root / "events"
 
     @property
+    def models(self) -> Path:
+        """Bundled models assembled for use (e.g. the two-part Whisper model)."""
+        return self.root / "models"
+
+    @property
+    def enrollment(self) -> Path:
+        """The audio pipeline's speaker enrollment bank (who is who: back it up)."""
+        return self.root / "enrollment"
+
+    @property
     def search_index(self) -> Path:
         """The context engine's keyword index (derived: rebuilt from PostgreSQL if lost)."""
         return self.root / "search-index"

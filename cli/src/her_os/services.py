@@ -53,6 +53,9 @@ def service_env(
     if service in (AUDIO_PIPELINE, CONTEXT_ENGINE):
         own["TRANSCRIPTS_DIR"] = str(layout.transcripts)
         own["EVENTS_DIR"] = str(layout.events)
+    if service is AUDIO_PIPELINE:
+        own["MODELS_DIR"] = str(layout.models)
+        own["ENROLLMENT_DIR"] = str(layout.enrollment)
     if service is CONTEXT_ENGINE:
         own["DATABASE_URL"] = postgres.dsn(settings, creds.postgres_password, "postgresql+asyncpg")
         own["GRAPH_URL"] = falkordb.url(settings, creds.falkordb_password)

@@ -8,10 +8,9 @@ import pytest
 import soundfile as sf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from speech_synth import to_wav_bytes
 
 from audio_pipeline.audio import SAMPLE_RATE, AudioClip, AudioError, decode_audio, pcm16_to_clip
-
-from .speech import to_wav_bytes
 
 
 def sine(freq: float, seconds: float, rate: int, amp: float = 0.5) -> np.ndarray:

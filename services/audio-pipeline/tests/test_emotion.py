@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+from speech_synth import VOICE_A, VOICE_B, have_espeak, speak
 
 from audio_pipeline.backends import BackendUnavailableError
 from audio_pipeline.config import Settings
@@ -31,8 +32,6 @@ from audio_pipeline.emotion.heuristic import (
     measure_prosody,
 )
 from her_os_shared.transcript import Emotion
-
-from .speech import VOICE_A, VOICE_B, have_espeak, speak
 
 needs_espeak = pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soxr
+from speech_synth import VOICE_A, VOICE_B, have_espeak, speak
 
 from audio_pipeline.audio import SAMPLE_RATE
 from audio_pipeline.config import Settings
@@ -20,8 +21,6 @@ from audio_pipeline.speakers.enrollment import (
     SessionSpeakers,
 )
 from audio_pipeline.speakers.onnx_embedder import EMBEDDING_DIM, OnnxSpeakerEmbedder
-
-from .speech import VOICE_A, VOICE_B, have_espeak, speak
 
 DIM = EMBEDDING_DIM
 THRESHOLD = 0.55  # the design's match threshold (the settings' default)

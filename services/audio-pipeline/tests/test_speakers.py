@@ -8,6 +8,7 @@ import itertools
 import numpy as np
 import pytest
 import soxr
+from speech_synth import VOICE_A, VOICE_B, conversation, have_espeak, speak
 
 from audio_pipeline import backends
 from audio_pipeline.audio import SAMPLE_RATE, AudioClip
@@ -33,8 +34,6 @@ from audio_pipeline.speakers.onnx_embedder import (
     log_mel,
 )
 from audio_pipeline.speakers.pyannote_backend import PyannoteDiarizer
-
-from .speech import VOICE_A, VOICE_B, conversation, have_espeak, speak
 
 pytestmark = pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
 

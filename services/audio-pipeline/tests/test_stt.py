@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from speech_synth import VOICE_A, have_espeak, silence, speak, to_wav_bytes
 
 from audio_pipeline.audio import AudioClip, decode_audio
 from audio_pipeline.backends import BackendUnavailableError
@@ -20,8 +21,6 @@ from audio_pipeline.stt import (
 )
 from audio_pipeline.stt.faster_whisper_backend import FasterWhisperStt
 from audio_pipeline.vad.silero import SileroVad
-
-from .speech import VOICE_A, have_espeak, silence, speak, to_wav_bytes
 
 pytestmark = pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
 

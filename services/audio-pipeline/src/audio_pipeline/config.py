@@ -15,6 +15,10 @@ class Settings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="AUDIO_PIPELINE_")
 
     port: int = Field(default=9100, ge=1, le=65535)
+    # Uploads are audio: 64 MiB holds over 30 minutes of 16 kHz PCM16.
+    max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    # A session with no new audio for this long is dropped from memory (POST /v1/cleanup too).
+    session_idle_s: float = Field(default=3600.0, gt=0)
     transcripts_dir: Path = Path("data/transcripts")
     events_dir: Path = Path("data/events")
 

@@ -1,0 +1,152 @@
+"""The audio pipeline over HTTP: the real app, real models, synthesised two-voice speech."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import httpx
+import numpy as np
+import pytest
+from asgi_lifespan import LifespanManager
+from speech_synth import VOICE_A, VOICE_B, conversation, have_espeak, to_wav_bytes
+
+from audio_pipeline.app import create_app
+from audio_pipeline.config import Settings
+from her_os_shared.jsonl import JsonlReader
+from her_os_shared.transcript import TranscriptPayload
+
+pytestmark = pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
+TOKEN = "a" * 32
+AUTH = {"X-Internal-Token": TOKEN}
+
+
+@pytest.fixture(scope="module")
+def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    root = tmp_path_factory.mktemp("audio")
+    return Settings(
+        internal_token=TOKEN,
+        transcripts_dir=root / "transcripts",
+        events_dir=root / "events",
+        models_dir=root / "models",
+        enrollment_dir=root / "enrollment",
+        max_audio_seconds=60,
+    )
+
+
+@pytest.fixture(scope="module")
+def wav() -> bytes:
+    samples, rate, _ = conversation(
+        [
+            (VOICE_A, "Remember to call the plumber about the kitchen sink."),
+            (VOICE_B, "I will call him tomorrow morning before work."),
+        ]
+    )
+    return to_wav_bytes(samples, rate)
+
+
+@pytest.fixture
+async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(settings)
+    async with (
+        LifespanManager(app, startup_timeout=60, shutdown_timeout=30),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://a") as c,
+    ):
+        await asyncio.wait_for(app.state.runtime.ready.wait(), 120)
+        yield c
+
+
+async def post(c: httpx.AsyncClient, body: bytes, **form: str) -> httpx.Response:
+    files = {"file": ("clip.wav", body, "audio/wav")}
+    return await c.post("/v1/transcribe", data=form, files=files, headers=AUTH)
+
+
+async def test_a_clip_becomes_segments_in_the_session_file(
+    client: httpx.AsyncClient, settings: Settings, wav: bytes
+) -> None:
+    assert (await client.get("/health")).json() == {"status": "ok"}
+    r = await post(client, wav, session_id="kitchen-1", device_id="pendant")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    text = " ".join(s["text"] for s in body["segments"]).lower()
+    assert "plumber" in text and "tomorrow" in text
+    assert len({s["speaker"] for s in body["segments"]}) == 2
+    # A second clip continues the session's clock and keeps the speakers' ids.
+    r2 = await post(client, wav, session_id="kitchen-1", device_id="pendant")
+    second = r2.json()
+    assert second["clip"] == 1 and second["segments"][0]["start"] >= body["duration_s"]
+    assert {s["speaker"] for s in second["segments"]} == {s["speaker"] for s in body["segments"]}
+    lines = list(JsonlReader(settings.transcripts_dir / "kitchen-1.jsonl", TranscriptPayload))
+    assert [len(rec.value.segments) for rec in lines] == [
+        len(body["segments"]),
+        len(second["segments"]),
+    ]
+    ids = [s.segment_id for rec in lines for s in rec.value.segments]
+    assert len(ids) == len(set(ids))
+    events = [
+        json.loads(line)
+        for f in settings.events_dir.glob("*.jsonl")
+        for line in f.read_text().splitlines()
+    ]
+    assert {"jellyfish", "seahorse", "cerberus", "siren", "dolphin"} <= {
+        e["creature"] for e in events
+    }
+    status = (await client.get("/v1/status", headers=AUTH)).json()
+    assert status["ready"] and status["backends"]["stt"] == "faster-whisper"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "reason"),
+    [
+        (b"", 400, "empty"),
+        (b"this is plain text, not audio at all", 400, "not audio"),
+        (b"RIFF\x10\x00\x00\x00WAVEfmt ", 400, ""),
+        (b"fLaC\x00\x00\x00\x22" + b"\x00" * 64, 415, "FLAC"),
+    ],
+)
+async def test_bad_uploads_get_a_clear_4xx_and_write_nothing(
+    client: httpx.AsyncClient, settings: Settings, body: bytes, status: int, reason: str
+) -> None:
+    r = await post(client, body, session_id="bad-upload")
+    assert r.status_code == status, r.text
+    assert reason.lower() in r.json()["detail"].lower()
+    assert not (settings.transcripts_dir / "bad-upload.jsonl").exists()
+
+
+async def test_too_long_audio_is_413(client: httpx.AsyncClient) -> None:
+    long = to_wav_bytes(np.zeros(16000 * 61, dtype=np.float32), 16000)
+    r = await post(client, long, session_id="long-one")
+    assert r.status_code == 413 and "limit" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("session_id", ["../etc", "a/b", "a.b", "x" * 129, "", "héllo"])
+async def test_path_tricks_in_session_ids_are_refused(
+    client: httpx.AsyncClient, settings: Settings, wav: bytes, session_id: str
+) -> None:
+    r = await post(client, wav, session_id=session_id)
+    assert r.status_code == 422
+    assert not any(settings.transcripts_dir.parent.rglob("*etc*"))
+
+
+async def test_the_token_is_required_and_the_backend_must_be_the_loaded_one(
+    client: httpx.AsyncClient, wav: bytes
+) -> None:
+    r = await client.post("/v1/transcribe", data={"session_id": "s"}, files={"file": wav})
+    assert r.status_code == 401
+    r = await post(client, wav, session_id="s", stt_backend="whisperx")
+    assert r.status_code == 422 and "AUDIO_PIPELINE_STT_BACKEND" in r.json()["detail"]
+
+
+async def test_stereo_at_another_rate_is_accepted(client: httpx.AsyncClient) -> None:
+    import io
+
+    import soundfile as sf
+    from speech_synth import speak
+
+    mono, rate = speak("The library closes at eight tonight.", VOICE_A)
+    buf = io.BytesIO()
+    sf.write(buf, np.stack([mono, mono * 0.5], axis=1), rate, format="WAV", subtype="FLOAT")
+    r = await post(client, buf.getvalue(), session_id="stereo-1")
+    assert r.status_code == 200, r.text
+    assert "library" in " ".join(s["text"] for s in r.json()["segments"]).lower()
