@@ -4,6 +4,7 @@ endpoints, settings under its own prefix, and a process that refuses to start wi
 from __future__ import annotations
 
 import importlib
+import re
 import subprocess
 import sys
 
@@ -39,7 +40,17 @@ def test_settings_use_the_service_prefix_and_port(package, prefix, port, monkeyp
 # The endpoints each service has built, with their methods. Endpoints that are not built yet
 # are absent, never placeholders.
 BUILT_ENDPOINTS: dict[str, dict[str, set[str]]] = {
-    "audio_pipeline": {"/health": {"get"}, "/v1/status": {"get"}, "/v1/transcribe": {"post"}},
+    "audio_pipeline": {
+        "/health": {"get"},
+        "/v1/status": {"get"},
+        "/v1/transcribe": {"post"},
+        "/v1/enroll": {"post"},
+        "/v1/enrollment": {"get", "delete"},
+        "/v1/enrollment/{style}": {"delete"},
+        "/v1/session/{session_id}": {"get"},
+        "/v1/session/{session_id}/end": {"post"},
+        "/v1/cleanup": {"post"},
+    },
     "context_engine": {
         "/health": {"get"},
         "/v1/context": {"get"},
@@ -92,3 +103,26 @@ def test_process_refuses_to_start_without_a_token(package, prefix, port) -> None
     assert proc.returncode == 2
     assert f"{prefix}_INTERNAL_TOKEN" in proc.stderr
     assert "service.refused_to_start" in proc.stderr
+
+
+WITH_V1 = [s for s in SERVICES if any(p.startswith("/v1") for p in BUILT_ENDPOINTS[s[0]])]
+
+
+@pytest.mark.parametrize(("package", "prefix", "port"), WITH_V1, ids=[s[0] for s in WITH_V1])
+async def test_every_v1_operation_requires_the_token(package, prefix, port) -> None:
+    # Enumerated from the OpenAPI schema, so a new unprotected route fails here.
+    create_app, settings_cls = _load(package)
+    app = create_app(settings_cls(internal_token=TOKEN))
+    operations = [
+        (method, re.sub(r"\{[^}]+\}", "x1", path))
+        for path, item in app.openapi()["paths"].items()
+        if path.startswith("/v1")
+        for method in item
+        if method != "parameters"
+    ]
+    assert operations
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+        for method, path in operations:
+            r = await c.request(method.upper(), path, headers={"X-Internal-Token": "wrong" * 4})
+            assert r.status_code == 401, f"{method.upper()} {path} answered {r.status_code}"

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
 from asgi_lifespan import LifespanManager
-from speech_synth import VOICE_A, VOICE_B, conversation, have_espeak, to_wav_bytes
+from speech_synth import VOICE_A, VOICE_B, conversation, have_espeak, speak, to_wav_bytes
 
 from audio_pipeline.app import create_app
 from audio_pipeline.config import Settings
@@ -142,7 +143,6 @@ async def test_stereo_at_another_rate_is_accepted(client: httpx.AsyncClient) -> 
     import io
 
     import soundfile as sf
-    from speech_synth import speak
 
     mono, rate = speak("The library closes at eight tonight.", VOICE_A)
     buf = io.BytesIO()
@@ -150,3 +150,66 @@ async def test_stereo_at_another_rate_is_accepted(client: httpx.AsyncClient) -> 
     r = await post(client, buf.getvalue(), session_id="stereo-1")
     assert r.status_code == 200, r.text
     assert "library" in " ".join(s["text"] for s in r.json()["segments"]).lower()
+
+
+async def _engine(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(settings)
+    async with (
+        LifespanManager(app, startup_timeout=60, shutdown_timeout=30),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://a") as c,
+    ):
+        await asyncio.wait_for(app.state.runtime.ready.wait(), 120)
+        yield c
+
+
+async def test_an_enrolled_voice_is_named_in_new_sessions_and_after_a_restart(
+    settings: Settings, tmp_path: Path, wav: bytes
+) -> None:
+    own = settings.model_copy(
+        update={"enrollment_dir": tmp_path / "enrollment", "transcripts_dir": tmp_path / "t"}
+    )
+    samples, rate = speak(
+        "Hello, my name is Asha and I am recording my voice for the assistant today.", VOICE_A
+    )
+    async for c in _engine(own):
+        files = {"file": ("me.wav", to_wav_bytes(samples, rate), "audio/wav")}
+        r = await c.post("/v1/enroll", data={"person": "Asha"}, files=files, headers=AUTH)
+        assert r.status_code == 200, r.text
+        style_id = r.json()["style_id"]
+        listed = (await c.get("/v1/enrollment", headers=AUTH)).json()["persons"]
+        assert [p["person"] for p in listed] == ["Asha"]
+        first = (await post(c, wav, session_id="after-enroll")).json()
+        assert "Asha" in {s["speaker"] for s in first["segments"]}
+    # A restart: the bank is read back from disk and Asha is still recognised.
+    async for c in _engine(own):
+        again = (await post(c, wav, session_id="after-restart")).json()
+        plumber = next(s for s in again["segments"] if "plumber" in s["text"].lower())
+        assert plumber["speaker"] == "Asha"
+        assert (await c.delete(f"/v1/enrollment/{style_id}", headers=AUTH)).status_code == 200
+        assert (await c.delete(f"/v1/enrollment/{style_id}", headers=AUTH)).status_code == 404
+        assert (await c.delete("/v1/enrollment", headers=AUTH)).json() == {"deleted_persons": 0}
+
+
+async def test_enrolling_needs_speech_and_a_real_name(client: httpx.AsyncClient) -> None:
+    quiet = to_wav_bytes(np.zeros(16000 * 2, dtype=np.float32), 16000)
+    files = {"file": ("quiet.wav", quiet, "audio/wav")}
+    r = await client.post("/v1/enroll", data={"person": "Ravi"}, files=files, headers=AUTH)
+    assert r.status_code == 422 and "speech" in r.json()["detail"]
+    samples, rate = speak("This is a perfectly good sentence to enroll from.", VOICE_B)
+    files = {"file": ("b.wav", to_wav_bytes(samples, rate), "audio/wav")}
+    r = await client.post("/v1/enroll", data={"person": "unknown_3"}, files=files, headers=AUTH)
+    assert r.status_code == 422
+
+
+async def test_live_sessions_can_be_read_ended_and_cleaned(
+    client: httpx.AsyncClient, wav: bytes
+) -> None:
+    assert (await client.get("/v1/session/never-seen", headers=AUTH)).status_code == 404
+    await post(client, wav, session_id="live-1")
+    live = (await client.get("/v1/session/live-1", headers=AUTH)).json()
+    assert live["clips"] == 1 and live["audio_s"] > 0 and live["segments"] > 0
+    ended = (await client.post("/v1/session/live-1/end", headers=AUTH)).json()
+    assert ended["ended"] is True
+    assert (await client.get("/v1/session/live-1", headers=AUTH)).status_code == 404
+    assert (await client.post("/v1/session/live-1/end", headers=AUTH)).status_code == 404
+    assert (await client.post("/v1/cleanup", headers=AUTH)).json() == {"removed": []}

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, UploadFile
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Path, Request, UploadFile
 
-from audio_pipeline.audio import AudioError, decode_audio
+from audio_pipeline.audio import AudioClip, AudioError, decode_audio
 from audio_pipeline.runtime import AudioRuntime
 from her_os_shared.ids import ID_PATTERN
 
@@ -17,8 +18,19 @@ def get_runtime(request: Request) -> AudioRuntime:
     return request.app.state.runtime
 
 
+async def _clip(runtime: AudioRuntime, file: UploadFile) -> AudioClip:
+    if not runtime.ready.is_set():
+        raise HTTPException(503, runtime.load_error or "models are loading; retry shortly")
+    data = await file.read()
+    try:
+        return decode_audio(data, max_seconds=runtime.settings.max_audio_seconds)
+    except AudioError as exc:
+        raise HTTPException(exc.status_code, exc.reason) from None
+
+
 RuntimeDep = Annotated[AudioRuntime, Depends(get_runtime)]
 IdForm = Annotated[str, Form(pattern=ID_PATTERN, max_length=128)]
+SessionIdPath = Annotated[str, Path(pattern=ID_PATTERN, max_length=128)]
 
 
 @router.get("/status", summary="Models, backends, enrollment and live sessions")
@@ -52,13 +64,7 @@ async def transcribe(
             f"stt_backend {stt_backend!r} is not loaded; this service runs "
             f"{settings.stt_backend!r} (AUDIO_PIPELINE_STT_BACKEND)",
         )
-    if not runtime.ready.is_set():
-        raise HTTPException(503, runtime.load_error or "models are loading; retry shortly")
-    data = await file.read()
-    try:
-        clip = decode_audio(data, max_seconds=settings.max_audio_seconds)
-    except AudioError as exc:
-        raise HTTPException(exc.status_code, exc.reason) from None
+    clip = await _clip(runtime, file)
     live, result, index = await runtime.transcribe(
         clip, session_id=session_id, device_id=device_id, ser_all_speakers=ser_all_speakers
     )
@@ -75,3 +81,75 @@ async def transcribe(
         },
         "sweep_active": False,
     }
+
+
+@router.post(
+    "/enroll",
+    summary="Enroll a person's voice from a clip of them speaking (adds a style)",
+    responses={422: {"description": "bad name, or too little speech"}},
+)
+async def enroll(
+    runtime: RuntimeDep,
+    file: Annotated[UploadFile, File(description="WAV of the person speaking (≥ a few seconds)")],
+    person: Annotated[str, Form(min_length=1, max_length=128)],
+    style: Annotated[
+        str | None, Form(max_length=64, description="e.g. 'phone', 'outdoors'")
+    ] = None,
+) -> dict[str, Any]:
+    clip = await _clip(runtime, file)
+    try:
+        return await runtime.enroll(clip, person, style)
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from None
+
+
+@router.get("/enrollment", summary="Enrolled people and their voice styles")
+async def list_enrollment(runtime: RuntimeDep) -> dict[str, Any]:
+    return {"persons": [asdict(p) for p in runtime.bank.list()]}
+
+
+@router.delete(
+    "/enrollment/{style}",
+    summary="Forget one voice style",
+    responses={404: {"description": "no such style"}},
+)
+async def delete_style(
+    runtime: RuntimeDep, style: Annotated[str, Path(max_length=128)]
+) -> dict[str, Any]:
+    if not runtime.bank.delete_style(style):
+        raise HTTPException(404, f"no voice style {style!r}")
+    return {"deleted": style}
+
+
+@router.delete("/enrollment", summary="Forget every enrolled voice")
+async def delete_enrollment(runtime: RuntimeDep) -> dict[str, Any]:
+    return {"deleted_persons": runtime.bank.delete_all()}
+
+
+@router.get(
+    "/session/{session_id}",
+    summary="A live session: its clock, clips, segments and unnamed speakers",
+    responses={404: {"description": "no live session"}},
+)
+async def get_session(runtime: RuntimeDep, session_id: SessionIdPath) -> dict[str, Any]:
+    live = runtime.sessions.get(session_id)
+    if live is None:
+        raise HTTPException(404, f"no live session {session_id}")
+    return live.summary()
+
+
+@router.post(
+    "/session/{session_id}/end",
+    summary="End a live session (its transcript file stays; a new clip starts a new clock)",
+    responses={404: {"description": "no live session"}},
+)
+async def end_session(runtime: RuntimeDep, session_id: SessionIdPath) -> dict[str, Any]:
+    live = runtime.sessions.end(session_id)
+    if live is None:
+        raise HTTPException(404, f"no live session {session_id}")
+    return {**live.summary(), "ended": True}
+
+
+@router.post("/cleanup", summary="Drop live sessions idle for longer than the session timeout")
+async def cleanup(runtime: RuntimeDep) -> dict[str, Any]:
+    return {"removed": runtime.sessions.cleanup()}

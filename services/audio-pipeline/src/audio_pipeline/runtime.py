@@ -13,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 from audio_pipeline.audio import AudioClip
 from audio_pipeline.backends import BackendUnavailableError
 from audio_pipeline.config import Settings
@@ -118,6 +120,25 @@ class AudioRuntime:
             live.segments += len(result.segments)
         self._events(live, clip, result)
         return live, result, index
+
+    async def enroll(self, clip: AudioClip, person: str, style: str | None) -> dict[str, Any]:
+        """Enroll `person` from a clip of them speaking (their speech only, found by VAD)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.feedback, self._enroll, clip, person, style)
+
+    def _enroll(self, clip: AudioClip, person: str, style: str | None) -> dict[str, Any]:
+        regions = self.models.vad.regions(clip)
+        speech = [clip.slice(a, b).samples for a, b in regions]
+        speech_s = sum(len(x) for x in speech) / clip.sample_rate
+        if speech_s < self.models.embedder.min_duration_s:
+            raise ValueError(
+                f"only {speech_s:.2f} s of speech found; enrolling needs at least "
+                f"{self.models.embedder.min_duration_s:.2f} s of the person speaking"
+            )
+        joined = np.concatenate(speech)[: 30 * clip.sample_rate]
+        embedding = self.models.embedder.embed(joined, clip.sample_rate)
+        style_id = self.bank.enroll(person, embedding, style=style)
+        return {"person": person.strip(), "style_id": style_id, "speech_s": round(speech_s, 3)}
 
     def _events(self, live: LiveSession, clip: AudioClip, result: ClipResult) -> None:
         t = result.timings_s
