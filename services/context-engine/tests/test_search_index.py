@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import threading
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -269,3 +271,48 @@ def test_tsquery_text_is_parsed_with_postgresql_precedence(
 def test_what_websearch_never_produces_is_refused(text: str) -> None:
     with pytest.raises((tsquery.UnsupportedQuery, IndexError)):
         tsquery.parse(text)
+
+
+class BorrowCheckingWriterDouble:
+    """Test double around the Tantivy writer: like the real one (a pyo3 object), it refuses
+    two calls at once ("Already borrowed"), and each call takes a little while, so a close
+    lands in the middle of a rebuild."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.busy = threading.Lock()
+
+    def __getattr__(self, name: str) -> object:
+        method = getattr(self.inner, name)
+
+        def call(*args: object, **kwargs: object) -> object:
+            if not self.busy.acquire(blocking=False):
+                raise RuntimeError("Already borrowed")
+            try:
+                time.sleep(0.02)
+                return method(*args, **kwargs)
+            finally:
+                self.busy.release()
+
+        return call
+
+
+async def test_closing_during_a_rebuild_stops_cleanly_and_rebuilds_next_time(
+    db: AsyncEngine, tmp_path: Path
+) -> None:
+    transcripts = tmp_path / "t"
+    corpus(transcripts, sessions=2)
+    for path in sorted(transcripts.glob("*.jsonl")):
+        await Ingestor(db, transcripts).ingest_file(path)
+    index = SegmentSearchIndex(tmp_path / "idx", db)
+    await index.open()  # no clean marker: a rebuild is queued in the background
+    index._writer = BorrowCheckingWriterDouble(index._writer)  # before the rebuild runs
+    await asyncio.sleep(0.3)
+    assert not index.ready
+    await asyncio.wait_for(index.close(), 30)  # must not hang on the cancelled rebuild
+    assert not (tmp_path / "idx" / "CLEAN").exists()
+    again = await open_index(tmp_path / "idx", db)  # rebuilt from PostgreSQL
+    got, expected = await both(db, again, "coffee")
+    assert got == expected and expected
+    await again.close()
+    assert (tmp_path / "idx" / "CLEAN").exists()

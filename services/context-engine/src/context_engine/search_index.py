@@ -19,11 +19,12 @@ import asyncio
 import re
 import shutil
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import tantivy
 from sqlalchemy import text
@@ -32,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
+T = TypeVar("T")
 
 SCHEMA_VERSION = "1"
 _CLEAN = "CLEAN"
@@ -114,6 +116,10 @@ class SegmentSearchIndex:
         self._rebuilding = False
         self._ready = asyncio.Event()
         self._rebuild_task: asyncio.Task[None] | None = None
+        self._closing = False
+        # Every use of the writer runs on this one thread, in order: a cancelled caller's
+        # operation still finishes before the next one starts (the writer is not shareable).
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="search-index")
 
     @property
     def ready(self) -> bool:
@@ -135,7 +141,7 @@ class SegmentSearchIndex:
     async def open(self) -> None:
         """Open the index; rebuild it in the background unless it was closed cleanly."""
         try:
-            clean = await asyncio.to_thread(self._open_files)
+            clean = await self._run(self._open_files)
         except Exception as exc:  # e.g. another engine holds the writer lock: degrade, not die
             log.error("search_index.unavailable", path=str(self.directory), error=repr(exc)[:300])
             self._writer = None
@@ -160,24 +166,31 @@ class SegmentSearchIndex:
         (self.directory / _CLEAN).unlink(missing_ok=True)
         return clean
 
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
     async def close(self) -> None:
+        self._closing = True
         if self._rebuild_task is not None:
             self._rebuild_task.cancel()
             await asyncio.gather(self._rebuild_task, return_exceptions=True)
-        async with self._lock:
-            if self._writer is None:
-                return
-            clean = self.ready and not self._pending
+        try:
+            async with self._lock:
+                if self._writer is None:
+                    return
+                clean = self.ready and not self._pending
 
-            def finish() -> None:
-                self._writer.commit()
-                self._writer.wait_merging_threads()
-                if clean:
-                    (self.directory / _CLEAN).write_text("closed cleanly\n")
+                def finish() -> None:
+                    self._writer.commit()
+                    self._writer.wait_merging_threads()
+                    if clean:
+                        (self.directory / _CLEAN).write_text("closed cleanly\n")
 
-            await asyncio.to_thread(finish)
-            self._writer = None
-            self.ready = False
+                await self._run(finish)
+                self._writer = None
+                self.ready = False
+        finally:
+            self._pool.shutdown(wait=False)
 
     # --- writing ---
 
@@ -210,6 +223,8 @@ class SegmentSearchIndex:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # PostgreSQL away: keep serving from PostgreSQL, retry
+                if self._closing:
+                    return
                 log.error("search_index.rebuild_failed", error=repr(exc)[:500], retry_in_s=retry_s)
                 await asyncio.sleep(retry_s)
 
@@ -235,7 +250,7 @@ class SegmentSearchIndex:
             assert self._index is not None
             self._index.reload()
 
-        await asyncio.to_thread(write)
+        await self._run(write)
 
     def _document(self, r: Any) -> tantivy.Document:
         key = key_of(r.session_id, r.segment_id)
@@ -253,16 +268,16 @@ class SegmentSearchIndex:
         try:
             async with self._lock:
                 try:
-                    await asyncio.to_thread(self._writer.delete_all_documents)
+                    await self._run(self._writer.delete_all_documents)
                     async with self.engine.connect() as conn:
                         stream = await conn.stream(_ALL_ACTIVE.execution_options(yield_per=5000))
                         async for part in stream.partitions(5000):
                             docs = [self._document(r) for r in part]
-                            await asyncio.to_thread(self._add_all, docs)
+                            await self._run(self._add_all, docs)
                             count += len(docs)
                             if count % 100_000 < 5000:
                                 log.info("search_index.rebuild_progress", segments=count)
-                    await asyncio.to_thread(self._commit_reload)
+                    await self._run(self._commit_reload)
                 except BaseException:
                     # Drop what this attempt added, or the next attempt would add it twice.
                     await asyncio.shield(asyncio.to_thread(self._writer.rollback))
