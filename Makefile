@@ -3,7 +3,8 @@
 UV := UV_PYTHON_DOWNLOADS=never python3.11 -m uv
 RUN := $(UV) run --frozen
 
-.PHONY: help setup up down status logs test test-python test-dashboard lint format bench bench-1m
+.PHONY: help setup up down status logs test test-python test-dashboard lint format bench bench-1m \
+	bench-audio
 
 help:
 	@echo "make up        set up if needed, then run the platform on embedded defaults (Ctrl-C stops)"
@@ -47,3 +48,8 @@ bench: setup
 
 bench-1m: setup
 	$(BENCH)/bm25_latency.py --segments 1000000
+
+# Audio pipeline (bench/audio/): WER, DER, RTF and cross-clip identity on ../shared/data/speech
+# through the real fast path (models loaded in process); about 2 minutes on 2 cores.
+bench-audio: setup
+	$(RUN) python bench/audio/speech_quality.py

@@ -155,3 +155,11 @@ def test_whisperx_without_the_package_is_a_clear_error(tmp_path: Path, monkeypat
     assert "AUDIO_PIPELINE_STT_BACKEND=faster-whisper" in message
     with pytest.raises(BackendUnavailableError):
         backend.transcribe(AudioClip(np.zeros(16_000, dtype=np.float32)))
+
+
+def test_speech_regions_are_merged_into_whisper_windows() -> None:
+    from audio_pipeline.stt.faster_whisper_backend import window_spans
+
+    regions = [(0.5, 2.0), (3.0, 5.0), (20.0, 29.0), (31.0, 33.0), (70.0, 110.0), (111.0, 112.0)]
+    assert window_spans(regions) == [(0.5, 29.0), (31.0, 33.0), (70.0, 110.0), (111.0, 112.0)]
+    assert window_spans([]) == []

@@ -1,0 +1,538 @@
+"""Speech quality and speed of the audio pipeline's fast path on real recordings.
+
+Through the real pipeline, in process: the models are built from default `Settings` (the
+embedded backends: Silero VAD, the embedded ONNX diarizer, faster-whisper on the bundled
+Whisper base int8, the heuristic emotion) and loaded once; then every clip goes through what
+POST /v1/transcribe runs for it, without the HTTP layer: `decode_audio` on the WAV file's bytes,
+`transcribe_clip` (VAD → diarization → STT → speaker identity → emotion) with a fresh
+`SessionSpeakers`, and the transcript's JSONL append (`append_records`, as the runtime does).
+The events file the runtime also writes is not included.
+
+Measures
+1. WER of the two-speaker call against its word-level reference (sample.stm);
+2. DER (no collar, overlap scored, 10 ms frames, optimal one-to-one speaker mapping) of the
+   diarizer's speaker turns on the call and on the two AMI meeting clips (inside their UEM),
+   and the number of speakers found; the DER of the transcript segments' speakers is printed
+   beside it (segments cover only the words, so they miss speech the turns hold);
+3. RTF (processing time / audio duration) of the whole fast path per clip, median of
+   `--repeats` runs after one warm-up, with the stage timings `transcribe_clip` reports;
+4. cross-clip identity: each reference speaker of dev00 is enrolled into a fresh
+   EnrollmentBank from their reference turns (only where nobody else talks, then VAD, as
+   POST /v1/enroll does); dev01 then goes through the pipeline with a SessionSpeakers on that
+   bank, and each dev01 reference speaker is checked against the person their diarized voice
+   was named.
+
+Diagnostics printed beside them: how similar the reference speakers' own voices are in the
+embedder's space (what the diarizer can separate), and (`--stt-diagnosis`, on by default) the
+STT stage alone on the VAD regions as the pipeline passes them vs on one span, with the number
+of Whisper encoder passes each costs.
+
+Targets: RTF ≤ 0.15 (2 cores), WER ≤ 20 % and DER ≤ 25 % on the call.
+
+    uv run python bench/audio/speech_quality.py [--data ../shared/data/speech] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from machine import console, print_footer, print_header
+from rich.table import Table
+from scoring import (
+    DerResult,
+    SpeakerTurn,
+    diarization_error,
+    normalise,
+    read_rttm,
+    read_stm,
+    read_uem,
+    solo_regions,
+    word_errors,
+)
+
+from audio_pipeline.audio import AudioClip, decode_audio
+from audio_pipeline.config import Settings
+from audio_pipeline.pipeline import ClipResult, Models, transcribe_clip
+from audio_pipeline.speakers import Turn
+from audio_pipeline.speakers.enrollment import EnrollmentBank, SessionSpeakers
+from her_os_shared.jsonl import append_records
+from her_os_shared.transcript import TranscriptPayload
+
+TARGET_RTF = 0.15
+TARGET_WER = 0.20
+TARGET_DER = 0.25
+STAGES = ("vad", "diarization", "stt", "speaker_id", "emotion")
+
+CALL = "two-speaker-call"
+MEETING = "meeting-clips"
+NEEDED = (
+    f"{CALL}/sample.wav",
+    f"{CALL}/sample.rttm",
+    f"{CALL}/sample.stm",
+    f"{MEETING}/dev00.wav",
+    f"{MEETING}/dev01.wav",
+    f"{MEETING}/debug.development.rttm",
+    f"{MEETING}/debug.development.uem",
+)
+
+
+class RecordingDiarizer:
+    """The configured diarizer, unchanged, keeping the turns of its last call (the
+    hypothesis for DER; `transcribe_clip` does not return them)."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.name = inner.name  # type: ignore[attr-defined]
+        self.last: list[Turn] = []
+
+    def load(self) -> None:
+        self.inner.load()  # type: ignore[attr-defined]
+
+    def diarize(self, clip: AudioClip, regions: Sequence[tuple[float, float]]) -> list[Turn]:
+        self.last = self.inner.diarize(clip, regions)  # type: ignore[attr-defined]
+        return self.last
+
+
+@dataclass
+class Run:
+    decode_s: float
+    write_s: float
+    result: ClipResult
+    turns: list[Turn]
+
+    @property
+    def total_s(self) -> float:
+        return self.decode_s + self.result.timings_s.get("total", 0.0) + self.write_s
+
+
+@dataclass
+class Clip:
+    key: str  # "call", "dev00", "dev01"
+    path: Path
+    reference: list[SpeakerTurn]
+    uem: list[tuple[float, float]] | None
+    data: bytes = b""
+    clip: AudioClip | None = None
+    runs: list[Run] = field(default_factory=list)
+
+
+def fast_path(
+    models: Models, recorder: RecordingDiarizer, data: bytes, speakers: SessionSpeakers,
+    transcripts: Path, session_id: str,
+) -> Run:  # fmt: skip
+    """What POST /v1/transcribe does with one upload, minus HTTP and the events file."""
+    t = time.perf_counter()
+    clip = decode_audio(data, max_seconds=Settings.model_fields["max_audio_seconds"].default)
+    decode_s = time.perf_counter() - t
+    recorder.last = []  # stays empty when VAD finds no speech (no diarization then)
+    result = transcribe_clip(models, clip, speakers=speakers, id_prefix="c0000")
+    turns = list(recorder.last)
+    t = time.perf_counter()
+    if result.segments:
+        payload = TranscriptPayload(
+            session_id=session_id,
+            device_id="bench",
+            session_started_at=datetime.now(UTC),
+            segments=result.segments,
+        )
+        append_records(transcripts, session_id, [payload])
+    write_s = time.perf_counter() - t
+    return Run(decode_s, write_s, result, turns)
+
+
+def as_turns(turns: Sequence[Turn]) -> list[SpeakerTurn]:
+    return [SpeakerTurn(t.start, t.end, t.speaker) for t in turns]
+
+
+def segment_turns(result: ClipResult) -> list[SpeakerTurn]:
+    return [SpeakerTurn(s.start, s.end, s.speaker) for s in result.segments]
+
+
+def same_output(a: Run, b: Run) -> bool:
+    def words(r: Run) -> list[tuple[str, float, float, str]]:
+        return [(s.speaker, s.start, s.end, s.text) for s in r.result.segments]
+
+    return a.turns == b.turns and words(a) == words(b)
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def verdict(ok: bool) -> str:
+    return "[green]met[/]" if ok else "[red]missed[/]"
+
+
+# --- sections -----------------------------------------------------------------------------
+
+
+def report_speed(clips: list[Clip]) -> tuple[float, str, dict[str, float]]:
+    """Median-run stage timings per clip; returns the overall RTF, the dominant stage and
+    each clip's RTF."""
+    table = Table(title="RTF of the whole fast path (median run; seconds)")
+    for col in ("clip", "audio", "VAD regions", "decode", "vad", "diar.", "stt", "spk id",
+                "emotion", "rest", "write", "total", "RTF", "every run"):  # fmt: skip
+        table.add_column(col, justify="left" if col == "clip" else "right")
+    audio = processing = 0.0
+    stage_sums = dict.fromkeys(("decode", *STAGES, "rest", "write"), 0.0)
+    per_clip: dict[str, float] = {}
+    for c in clips:
+        assert c.clip is not None
+        runs = sorted(c.runs, key=lambda r: r.total_s)
+        med = runs[len(runs) // 2]
+        t = med.result.timings_s
+        rest = t.get("total", 0.0) - sum(t.get(s, 0.0) for s in STAGES)
+        parts = {"decode": med.decode_s, **{s: t.get(s, 0.0) for s in STAGES}, "rest": rest,
+                 "write": med.write_s}  # fmt: skip
+        for k, v in parts.items():
+            stage_sums[k] += v
+        dur = c.clip.duration_s
+        audio += dur
+        processing += med.total_s
+        per_clip[c.key] = med.total_s / dur
+        table.add_row(
+            c.key, f"{dur:.1f}", str(len(med.result.regions)),
+            *(f"{v:.3f}" for v in parts.values()), f"{med.total_s:.3f}",
+            f"{med.total_s / dur:.3f}", ", ".join(f"{r.total_s:.2f}" for r in c.runs),
+        )  # fmt: skip
+    console.print(table)
+    console.print(
+        "rest: grouping words into segments; write: the transcript's JSONL append (fsync); "
+        "every run: total seconds of each measured run"
+    )
+    rtf = processing / audio
+    dominant = max(stage_sums, key=lambda k: stage_sums[k])
+    shares = ", ".join(f"{k} {100 * v / processing:.0f} %" for k, v in stage_sums.items())
+    console.print(f"all clips: {processing:.2f} s for {audio:.1f} s of audio → RTF {rtf:.3f}")
+    console.print(f"share of the processing time: {shares}")
+    return rtf, dominant, per_clip
+
+
+def report_wer(call: Clip, stm_path: Path) -> float:
+    ref_lines = read_stm(stm_path)
+    ref = normalise(" ".join(x.text for x in ref_lines))
+    segs = sorted(call.runs[0].result.segments, key=lambda s: (s.start, s.end))
+    hyp = normalise(" ".join(s.text for s in segs))
+    w = word_errors(ref, hyp)
+    console.rule("WER: two-speaker call vs sample.stm")
+    console.print("transcript (speaker, start–end, text):")
+    for s in segs:
+        console.print(f"  {s.speaker:>10} {s.start:6.2f}–{s.end:6.2f}  {s.text}")
+    console.print(f"reference ({w.ref_words} words): {' '.join(ref)}", soft_wrap=True)
+    console.print(f"hypothesis ({w.hyp_words} words): {' '.join(hyp)}", soft_wrap=True)
+    console.print(
+        f"substitutions {w.substitutions}, deletions {w.deletions}, insertions {w.insertions} "
+        f"→ [bold]WER {pct(w.wer)}[/] (target ≤ {pct(TARGET_WER)}: "
+        f"{verdict(w.wer <= TARGET_WER)})"
+    )
+    if w.errors:
+        shown = ", ".join(
+            {"S": f"{r}→{h}", "D": f"-{r}", "I": f"+{h}"}[op] for op, r, h in w.errors
+        )
+        console.print(f"errors: {shown}", soft_wrap=True)
+    return w.wer
+
+
+def report_der(clips: list[Clip]) -> dict[str, DerResult]:
+    table = Table(title="DER (no collar, overlap scored, 10 ms frames, optimal mapping)")
+    for col in ("clip", "hypothesis", "scored s", "ref speech s", "missed", "false alarm",
+                "confusion", "DER", "speakers ref / found"):  # fmt: skip
+        table.add_column(col, justify="left" if col in ("clip", "hypothesis") else "right")
+    out: dict[str, DerResult] = {}
+    for c in clips:
+        assert c.clip is not None
+        run = c.runs[0]
+        for name, hyp in (("diarizer turns", as_turns(run.turns)),
+                          ("transcript segments", segment_turns(run.result))):  # fmt: skip
+            d = diarization_error(c.reference, hyp, duration_s=c.clip.duration_s, uem=c.uem)
+            if name == "diarizer turns":
+                out[c.key] = d
+            ref_s = d.reference_s or float("nan")
+            table.add_row(
+                c.key, name, f"{d.scored_s:.1f}", f"{d.reference_s:.2f}",
+                f"{d.missed_s:.2f} ({pct(d.missed_s / ref_s)})",
+                f"{d.false_alarm_s:.2f} ({pct(d.false_alarm_s / ref_s)})",
+                f"{d.confusion_s:.2f} ({pct(d.confusion_s / ref_s)})",
+                f"[bold]{pct(d.der)}[/]", f"{d.ref_speakers} / {d.hyp_speakers}",
+            )  # fmt: skip
+    console.print(table)
+    for c in clips:
+        run = c.runs[0]
+        named = {k: v.label for k, v in run.result.speakers.items()}
+        console.print(
+            f"{c.key}: {len(run.result.regions)} VAD regions, {len(run.turns)} turns, "
+            f"speakers named {named}; mapping ref → hyp {out[c.key].mapping}"
+        )
+    return out
+
+
+def enroll_reference_speakers(models: Models, bank: EnrollmentBank, clip: Clip) -> dict[str, float]:
+    """Each reference speaker of `clip`, enrolled as in POST /v1/enroll from their solo
+    reference speech; returns the seconds of speech each embedding used."""
+    assert clip.clip is not None
+    used: dict[str, float] = {}
+    for person in sorted({t.speaker for t in clip.reference}):
+        parts = [clip.clip.slice(a, b).samples for a, b in solo_regions(clip.reference, person)]
+        theirs = AudioClip(np.concatenate(parts).astype(np.float32))
+        # runtime._enroll: their speech found by VAD, at most 30 s of it, one embedding.
+        speech = [theirs.slice(a, b).samples for a, b in models.vad.regions(theirs)]
+        joined = np.concatenate(speech)[: 30 * theirs.sample_rate]
+        bank.enroll(person, models.embedder.embed(joined, theirs.sample_rate))
+        used[person] = len(joined) / theirs.sample_rate
+    return used
+
+
+def report_identity(
+    models: Models, recorder: RecordingDiarizer, enrol: Clip, target: Clip, work: Path
+) -> tuple[int, int]:
+    """Enroll `enrol`'s reference speakers, run `target`; returns (recognised, speakers)."""
+    assert enrol.clip is not None and target.clip is not None
+    console.rule(f"Cross-clip identity: enrolled from {enrol.key}, recognised in {target.key}")
+    names_a = sorted({t.speaker for t in enrol.reference})
+    names_b = sorted({t.speaker for t in target.reference})
+    shared = sorted(set(names_a) & set(names_b))
+    console.print(
+        f"reference speakers: {enrol.key} {names_a}, {target.key} {names_b}; "
+        f"shared names: {shared or 'none'}"
+    )
+    bank = EnrollmentBank(work / "identity-bank")
+    used = enroll_reference_speakers(models, bank, enrol)
+    console.print(
+        "enrolled: " + ", ".join(f"{p} ({s:.1f} s of solo speech)" for p, s in used.items())
+    )
+    styles = {p.person: [s.id for s in p.styles] for p in bank.list()}
+    cents = {p: bank.centroid(ids[0]) for p, ids in styles.items()}
+    if len(cents) == 2:
+        a, b = cents.values()
+        console.print(f"similarity between the two enrolled voices: {float(a @ b):.3f}")
+
+    # Oracle segmentation: each target speaker's own solo reference speech vs the bank.
+    for person in names_b:
+        parts = [target.clip.slice(a, b).samples for a, b in solo_regions(target.reference, person)]
+        v = models.embedder.embed(np.concatenate(parts).astype(np.float32), 16_000)
+        sims = ", ".join(f"{p} {float(c @ v):.3f}" for p, c in cents.items())
+        console.print(f"  {target.key} {person}, reference turns embedded directly: {sims}")
+
+    run = fast_path(models, recorder, target.data, SessionSpeakers(bank), work / "tx", "identity")
+    d = diarization_error(
+        target.reference, as_turns(run.turns), duration_s=target.clip.duration_s, uem=target.uem
+    )
+    who = run.result.speakers
+    table = Table(title=f"{target.key} through the pipeline with the enrolled bank")
+    for col in ("reference speaker", "diarized as", "named", "similarity", "right person",
+                "share of their solo speech named right"):  # fmt: skip
+        table.add_column(col)
+    # Time-weighted: frames where exactly one reference speaker talks and a turn is active.
+    frame = 0.01
+    n = int(np.ceil(target.clip.duration_s / frame))
+    centres = (np.arange(n) + 0.5) * frame
+    hyp_person: list[str | None] = [None] * n
+    for t in run.turns:
+        ident = who.get(t.speaker)
+        for i in np.flatnonzero((centres >= t.start) & (centres < t.end)):
+            hyp_person[i] = ident.person if ident else None
+    recognised = 0
+    for person in names_b:
+        label = d.mapping.get(person)
+        ident = who.get(label) if label else None
+        ok = ident is not None and ident.person == person
+        recognised += ok
+        solo = np.zeros(n, dtype=bool)
+        for a, b in solo_regions(target.reference, person):
+            solo |= (centres >= a) & (centres < b)
+        idx = np.flatnonzero(solo)
+        right = sum(1 for i in idx if hyp_person[i] == person)
+        sim = f"{ident.similarity:.3f}" if ident and ident.similarity is not None else "—"
+        table.add_row(
+            person, label or "—", ident.label if ident else "—", sim,
+            "yes" if ok else "no", f"{right}/{len(idx)} frames ({pct(right / max(1, len(idx)))})",
+        )  # fmt: skip
+    console.print(table)
+    extra = {k: v.label for k, v in who.items() if k not in d.mapping.values()}
+    if extra:
+        console.print(f"diarized voices mapped to no reference speaker: {extra}")
+    console.print(f"DER of this run: {pct(d.der)} ({d.hyp_speakers} speakers found)")
+    return recognised, len(names_b)
+
+
+def report_voice_separability(models: Models, clips: list[Clip]) -> None:
+    """Cosine similarity of the reference speakers' own solo speech (one embedding each), with
+    the same embedder the diarizer uses: how far apart the voices are in its space (the
+    diarizer splits voices whose 1.5 s windows average below ~0.5 similarity)."""
+    for c in clips:
+        assert c.clip is not None
+        names = sorted({t.speaker for t in c.reference})
+        vecs = {}
+        for n in names:
+            parts = [c.clip.slice(a, b).samples for a, b in solo_regions(c.reference, n)]
+            vecs[n] = models.embedder.embed(np.concatenate(parts).astype(np.float32), 16_000)
+        pairs = [
+            f"{a}–{b} {float(vecs[a] @ vecs[b]):.3f}"
+            for i, a in enumerate(names)
+            for b in names[i + 1 :]
+        ]
+        console.print(
+            f"{c.key}: reference speakers' solo speech, cosine between them: {', '.join(pairs)}"
+        )
+
+
+@contextlib.contextmanager
+def count_encoder_passes() -> Iterator[list[int]]:
+    """Counts Whisper encoder passes (faster-whisper's WhisperModel.encode) while active."""
+    from faster_whisper.transcribe import WhisperModel
+
+    count = [0]
+    original = WhisperModel.encode
+
+    def encode(self: WhisperModel, features: object) -> object:
+        count[0] += 1
+        return original(self, features)
+
+    WhisperModel.encode = encode  # type: ignore[method-assign]
+    try:
+        yield count
+    finally:
+        WhisperModel.encode = original  # type: ignore[method-assign]
+
+
+def report_stt_spans(models: Models, clips: list[Clip]) -> None:
+    """Diagnosis of the STT stage (not the fast path): the configured STT on the clip's VAD
+    regions, as the pipeline calls it, and on one span from the first region's start to the
+    last one's end; time and Whisper encoder passes of each."""
+    if models.stt.name != "faster-whisper":
+        return
+    table = Table(title="STT stage alone: per VAD region (as the pipeline) vs one span")
+    for col in ("clip", "VAD regions", "per region s", "encoder passes", "one span s",
+                "encoder passes "):  # fmt: skip
+        table.add_column(col, justify="left" if col == "clip" else "right")
+    for c in clips:
+        assert c.clip is not None
+        regions = c.runs[0].result.regions
+        if not regions:
+            continue
+        row = [c.key, str(len(regions))]
+        for spans in (regions, [(regions[0][0], regions[-1][1])]):
+            with count_encoder_passes() as passes:
+                t = time.perf_counter()
+                models.stt.transcribe(c.clip, list(spans))
+                row += [f"{time.perf_counter() - t:.2f}", str(passes[0])]
+        table.add_row(*row)
+    console.print(table)
+
+
+# --- main ---------------------------------------------------------------------------------
+
+
+def main(
+    data: Annotated[
+        Path, typer.Option(help="the speech evaluation data (never copied into the repository)")
+    ] = Path("../shared/data/speech"),
+    repeats: Annotated[int, typer.Option(min=1, help="measured runs per clip")] = 3,
+    stt_diagnosis: Annotated[
+        bool, typer.Option(help="also time the STT stage per VAD region vs on one span")
+    ] = True,
+) -> None:
+    missing = [p for p in NEEDED if not (data / p).is_file()]
+    if missing:
+        console.print(
+            f"[red]speech data not found under {data.resolve()}[/] (missing: "
+            f"{', '.join(missing)}); pass --data PATH to the shared data's speech folder "
+            "(bench/README.md)"
+        )
+        raise typer.Exit(2)
+
+    from her_os_shared.logging import configure_logging
+
+    configure_logging("bench", "warning", "json")  # the pipeline logs every clip at info
+    print_header("audio pipeline: speech quality and speed of the fast path")
+
+    rttm_call = read_rttm(data / CALL / "sample.rttm")
+    rttm_meet = read_rttm(data / MEETING / "debug.development.rttm")
+    uem_meet = read_uem(data / MEETING / "debug.development.uem")
+    clips = [
+        Clip("call", data / CALL / "sample.wav", rttm_call["sample"], None),
+        Clip("dev00", data / MEETING / "dev00.wav", rttm_meet["dev00"], uem_meet["dev00"]),
+        Clip("dev01", data / MEETING / "dev01.wav", rttm_meet["dev01"], uem_meet["dev01"]),
+    ]
+
+    with tempfile.TemporaryDirectory(prefix="bench-audio-", ignore_cleanup_errors=True) as tmp:
+        work = Path(tmp)
+        settings = Settings(
+            allow_insecure_no_token=True,
+            models_dir=work / "models",
+            enrollment_dir=work / "enrollment",
+            transcripts_dir=work / "transcripts",
+            events_dir=work / "events",
+        )
+        console.print(
+            f"backends: stt {settings.stt_backend} ({settings.stt_compute_type}, "
+            f"{settings.stt_threads} threads), vad {settings.vad_backend}, diarization "
+            f"{settings.diarization_backend}, emotion {settings.emotion_backend}"
+        )
+        models = Models.from_settings(settings)
+        recorder = RecordingDiarizer(models.diarizer)
+        models.diarizer = recorder  # type: ignore[assignment]
+        t = time.perf_counter()
+        with console.status("loading the models (assembling the bundled Whisper model)"):
+            models.load()
+        console.print(f"models loaded in {time.perf_counter() - t:.1f} s")
+
+        for c in clips:
+            c.data = c.path.read_bytes()
+            c.clip = decode_audio(c.data, max_seconds=settings.max_audio_seconds)
+        empty_bank = EnrollmentBank(settings.enrollment_dir)
+        with console.status("warm-up run (call)"):
+            cold = fast_path(models, recorder, clips[0].data, SessionSpeakers(empty_bank),
+                             settings.transcripts_dir, "warmup")  # fmt: skip
+        console.print(f"warm-up (first clip after load): {cold.total_s:.2f} s for the call")
+        for c in clips:
+            for i in range(repeats):
+                with console.status(f"{c.key}: run {i + 1}/{repeats}"):
+                    run = fast_path(models, recorder, c.data, SessionSpeakers(empty_bank),
+                                    settings.transcripts_dir, f"{c.key}-{i}")  # fmt: skip
+                c.runs.append(run)
+                console.print(f"{c.key}: run {i + 1}/{repeats}: {run.total_s:.2f} s")
+            same = all(same_output(c.runs[0], r) for r in c.runs[1:])
+            console.print(f"{c.key}: output identical across runs: {'yes' if same else 'NO'}")
+
+        rtf, dominant, per_clip = report_speed(clips)
+        wer = report_wer(clips[0], data / CALL / "sample.stm")
+        console.rule("DER")
+        ders = report_der(clips)
+        report_voice_separability(models, clips)
+        recognised, total = report_identity(models, recorder, clips[1], clips[2], work)
+        if stt_diagnosis:
+            console.rule("Diagnosis: the STT stage")
+            report_stt_spans(models, clips)
+
+    console.rule("Targets")
+    der_call = ders["call"].der
+    console.print(
+        f"RTF ≤ {TARGET_RTF} (whole fast path, all clips): {rtf:.3f} — {verdict(rtf <= TARGET_RTF)}"
+        f" (largest share: {dominant}); per clip: "
+        + ", ".join(f"{k} {v:.3f} {verdict(v <= TARGET_RTF)}" for k, v in per_clip.items())
+    )
+    console.print(f"WER ≤ {pct(TARGET_WER)} (call): {pct(wer)} — {verdict(wer <= TARGET_WER)}")
+    console.print(
+        f"DER ≤ {pct(TARGET_DER)} (call, diarizer turns): {pct(der_call)} — "
+        f"{verdict(der_call <= TARGET_DER)}"
+    )
+    console.print(
+        "DER meeting clips (no target): "
+        + ", ".join(f"{k} {pct(ders[k].der)}" for k in ("dev00", "dev01"))
+    )
+    console.print(f"cross-clip identity: {recognised}/{total} dev01 speakers named right")
+    print_footer()
+
+
+if __name__ == "__main__":
+    typer.run(main)
