@@ -35,6 +35,7 @@ Targets: RTF ≤ 0.15 (2 cores), WER ≤ 20 % and DER ≤ 25 % on the call.
 from __future__ import annotations
 
 import contextlib
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -45,8 +46,10 @@ from typing import Annotated
 
 import numpy as np
 import typer
-from machine import console, print_footer, print_header
 from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/machine.py
+from machine import console, print_footer, print_header
 from scoring import (
     DerResult,
     SpeakerTurn,

@@ -7,8 +7,6 @@ import contextlib
 import json
 import logging
 import os
-import platform
-import shlex
 import signal
 import socket
 import subprocess
@@ -20,52 +18,22 @@ import warnings
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
 
 import httpx
 import typer
-from rich.console import Console
 from rich.table import Table
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-# Wide enough for tables and command lines when the output is piped into a file.
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+# bench/machine.py: the machine lines every benchmark prints.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import machine
+from machine import console, print_header  # noqa: F401
 
 TOKEN = "bench-" + "x" * 26
-
-
-# --- machine ------------------------------------------------------------------------------
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def ram_gib() -> float:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) / 1024 / 1024
-    except OSError:
-        pass
-    return float("nan")
-
-
-def cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 0
 
 
 async def pg_version(engine: AsyncEngine) -> str:
@@ -73,38 +41,8 @@ async def pg_version(engine: AsyncEngine) -> str:
         return str((await conn.execute(text("SHOW server_version"))).scalar())
 
 
-def machine_line(pg: str) -> str:
-    return (
-        f"{cpu_model()}, {cores()} cores, {ram_gib():.1f} GiB RAM, "
-        f"PostgreSQL {pg}, Python {platform.python_version()}, {platform.system()} "
-        f"{platform.release()}"
-    )
-
-
-def command_line() -> str:
-    script = os.path.relpath(sys.argv[0], Path.cwd())
-    return "uv run python " + shlex.join([script, *sys.argv[1:]])
-
-
-def load_average() -> str:
-    """1/5/15-minute load averages: other work on the machine skews every figure here."""
-    try:
-        return " / ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "n/a"
-
-
-def print_header(title: str) -> None:
-    console.rule(f"[bold]{title}")
-    console.print(f"command: {command_line()}", soft_wrap=True)
-    console.print(f"date:    {datetime.now(UTC).isoformat(timespec='seconds')}")
-    console.print(f"load average at start (1/5/15 min): {load_average()}")
-
-
 def print_footer(pg: str) -> None:
-    console.print(f"load average at end (1/5/15 min): {load_average()}")
-    console.print(f"machine: {machine_line(pg)}", soft_wrap=True)
-    console.print(f"command: {command_line()}", soft_wrap=True)
+    machine.print_footer(f"PostgreSQL {pg}")
 
 
 # --- statistics ---------------------------------------------------------------------------

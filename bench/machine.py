@@ -1,6 +1,6 @@
-"""The machine, command and load lines every benchmark prints (the same as
-bench/context_engine/common.py prints, minus PostgreSQL; copied rather than imported so the
-audio benchmarks do not pull in the context engine's database stack)."""
+"""The machine, command and load lines every benchmark prints (no project imports, so any
+benchmark can use it without pulling in a service's stack). Benchmarks put `bench/` on
+sys.path and `from machine import ...`."""
 
 from __future__ import annotations
 
