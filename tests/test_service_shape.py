@@ -50,6 +50,7 @@ BUILT_ENDPOINTS: dict[str, dict[str, set[str]]] = {
         "/v1/session/{session_id}": {"get"},
         "/v1/session/{session_id}/end": {"post"},
         "/v1/cleanup": {"post"},
+        "/v1/feedback": {"post"},
     },
     "context_engine": {
         "/health": {"get"},

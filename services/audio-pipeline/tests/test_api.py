@@ -213,3 +213,44 @@ async def test_live_sessions_can_be_read_ended_and_cleaned(
     assert (await client.get("/v1/session/live-1", headers=AUTH)).status_code == 404
     assert (await client.post("/v1/session/live-1/end", headers=AUTH)).status_code == 404
     assert (await client.post("/v1/cleanup", headers=AUTH)).json() == {"removed": []}
+
+
+async def test_feedback_pins_the_correction_and_names_the_voice_for_later_sessions(
+    client: httpx.AsyncClient, settings: Settings, wav: bytes
+) -> None:
+    first = (await post(client, wav, session_id="fb-1")).json()
+    target = next(s for s in first["segments"] if "plumber" in s["text"].lower())
+    assert target["speaker"].startswith("unknown_")
+    r = await client.post(
+        "/v1/feedback",
+        json={"session_id": "fb-1", "segment_id": target["segment_id"], "speaker": "Meera"},
+        headers=AUTH,
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["enrolled_style"] and r.json()["segment"]["pinned"] is True
+    lines = list(JsonlReader(settings.transcripts_dir / "fb-1.jsonl", TranscriptPayload))
+    corrected = lines[-1].value.segments[0]
+    assert (corrected.segment_id, corrected.speaker, corrected.pinned) == (
+        target["segment_id"],
+        "Meera",
+        True,
+    )
+    assert corrected.text == target["text"]  # only what was corrected changes
+    r = await client.post(
+        "/v1/feedback",
+        json={"session_id": "fb-1", "segment_id": target["segment_id"],
+              "emotion": {"label": "happy", "score": 1.0}},
+        headers=AUTH,
+    )  # fmt: skip
+    assert r.json()["segment"]["emotion"] == {"label": "happy", "score": 1.0, "engine": "user"}
+    assert r.json()["segment"]["speaker"] == "Meera"  # the pinned correction is the base
+    # A new session recognises the named voice.
+    later = (await post(client, wav, session_id="fb-2")).json()
+    plumber = next(s for s in later["segments"] if "plumber" in s["text"].lower())
+    assert plumber["speaker"] == "Meera"
+    missing = {"session_id": "fb-1", "segment_id": "nope", "speaker": "X"}
+    assert (await client.post("/v1/feedback", json=missing, headers=AUTH)).status_code == 404
+    nothing = {"session_id": "fb-1", "segment_id": target["segment_id"]}
+    assert (await client.post("/v1/feedback", json=nothing, headers=AUTH)).status_code == 422
+    tricky = {"session_id": "../fb-1", "segment_id": "x", "speaker": "X"}
+    assert (await client.post("/v1/feedback", json=tricky, headers=AUTH)).status_code == 422

@@ -6,10 +6,12 @@ from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Path, Request, UploadFile
+from pydantic import BaseModel, ConfigDict, Field
 
 from audio_pipeline.audio import AudioClip, AudioError, decode_audio
 from audio_pipeline.runtime import AudioRuntime
-from her_os_shared.ids import ID_PATTERN
+from her_os_shared.ids import ID_PATTERN, SafeId
+from her_os_shared.transcript import Emotion
 
 router = APIRouter()
 
@@ -153,3 +155,31 @@ async def end_session(runtime: RuntimeDep, session_id: SessionIdPath) -> dict[st
 @router.post("/cleanup", summary="Drop live sessions idle for longer than the session timeout")
 async def cleanup(runtime: RuntimeDep) -> dict[str, Any]:
     return {"removed": runtime.sessions.cleanup()}
+
+
+class FeedbackIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: SafeId
+    segment_id: SafeId
+    speaker: str | None = Field(default=None, min_length=1, max_length=128)
+    emotion: Emotion | None = None
+
+
+@router.post(
+    "/feedback",
+    summary="Correct a segment's speaker or emotion; the corrected segment is written pinned",
+    responses={404: {"description": "no such session or segment"}},
+)
+async def feedback(runtime: RuntimeDep, body: FeedbackIn) -> dict[str, Any]:
+    if body.speaker is None and body.emotion is None:
+        raise HTTPException(422, "nothing to correct: give speaker and/or emotion")
+    emotion = body.emotion
+    if emotion is not None and emotion.engine is None:
+        emotion = emotion.model_copy(update={"engine": "user"})
+    try:
+        return await runtime.feedback(body.session_id, body.segment_id, body.speaker, emotion)
+    except LookupError as exc:
+        raise HTTPException(404, str(exc).strip("'\"")) from None
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from None

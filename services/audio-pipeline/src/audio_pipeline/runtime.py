@@ -20,11 +20,11 @@ from audio_pipeline.backends import BackendUnavailableError
 from audio_pipeline.config import Settings
 from audio_pipeline.pipeline import ClipResult, Models, transcribe_clip
 from audio_pipeline.sessions import LiveSession, SessionRegistry
-from audio_pipeline.speakers.enrollment import EnrollmentBank
+from audio_pipeline.speakers.enrollment import EnrollmentBank, check_person
 from her_os_shared.events import ObservabilityEvent
-from her_os_shared.jsonl import append_records
+from her_os_shared.jsonl import JsonlReader, append_records, stream_path
 from her_os_shared.logging import get_logger
-from her_os_shared.transcript import TranscriptPayload
+from her_os_shared.transcript import Emotion, Segment, TranscriptPayload
 
 log = get_logger(__name__)
 
@@ -37,7 +37,7 @@ class AudioRuntime:
         self.sessions = SessionRegistry(self.bank, settings.session_idle_s)
         self.fast = ThreadPoolExecutor(1, thread_name_prefix="fast")
         self.sweep = ThreadPoolExecutor(1, thread_name_prefix="sweep")
-        self.feedback = ThreadPoolExecutor(1, thread_name_prefix="feedback")
+        self.feedback_pool = ThreadPoolExecutor(1, thread_name_prefix="feedback")
         self.ready = asyncio.Event()
         self.load_error: str | None = None
         self.warmup_s: float | None = None
@@ -64,7 +64,7 @@ class AudioRuntime:
         if self._loader is not None:
             self._loader.cancel()
             await asyncio.gather(self._loader, return_exceptions=True)
-        for pool in (self.fast, self.sweep, self.feedback):
+        for pool in (self.fast, self.sweep, self.feedback_pool):
             pool.shutdown(wait=False, cancel_futures=True)
 
     def status(self) -> dict[str, Any]:
@@ -124,7 +124,7 @@ class AudioRuntime:
     async def enroll(self, clip: AudioClip, person: str, style: str | None) -> dict[str, Any]:
         """Enroll `person` from a clip of them speaking (their speech only, found by VAD)."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.feedback, self._enroll, clip, person, style)
+        return await loop.run_in_executor(self.feedback_pool, self._enroll, clip, person, style)
 
     def _enroll(self, clip: AudioClip, person: str, style: str | None) -> dict[str, Any]:
         regions = self.models.vad.regions(clip)
@@ -139,6 +139,56 @@ class AudioRuntime:
         embedding = self.models.embedder.embed(joined, clip.sample_rate)
         style_id = self.bank.enroll(person, embedding, style=style)
         return {"person": person.strip(), "style_id": style_id, "speech_s": round(speech_s, 3)}
+
+    async def feedback(
+        self, session_id: str, segment_id: str, speaker: str | None, emotion: Emotion | None
+    ) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self.feedback_pool, self._feedback, session_id, segment_id, speaker, emotion
+        )
+
+    def _feedback(
+        self, session_id: str, segment_id: str, speaker: str | None, emotion: Emotion | None
+    ) -> dict[str, Any]:
+        """Rewrite one segment with the user's correction, pinned (a sweep never replaces it).
+        Naming an unknown voice of a live session also enrolls it, so later sessions know it."""
+        path = stream_path(self.settings.transcripts_dir, session_id)
+        if not path.is_file():
+            raise LookupError(f"no transcript for session {session_id}")
+        found: tuple[TranscriptPayload, Segment] | None = None
+        for rec in JsonlReader(path, TranscriptPayload):
+            for seg in rec.value.segments:
+                if seg.segment_id == segment_id and (
+                    found is None or not found[1].pinned or seg.pinned
+                ):
+                    found = (rec.value, seg)
+        if found is None:
+            raise LookupError(f"no segment {segment_id} in session {session_id}")
+        payload, seg = found
+        enrolled_style = None
+        if speaker is not None and speaker != seg.speaker:
+            check_person(speaker)
+            live = self.sessions.get(session_id)
+            if live is not None and seg.speaker in live.speakers.unknowns():
+                enrolled_style = live.speakers.name(seg.speaker, speaker)
+        updates: dict[str, Any] = {"pinned": True}
+        if speaker is not None:
+            updates["speaker"] = speaker.strip()
+        if emotion is not None:
+            updates["emotion"] = emotion
+        corrected = seg.model_copy(update=updates)
+        line = TranscriptPayload(
+            session_id=session_id,
+            device_id=payload.device_id,
+            session_started_at=payload.session_started_at,
+            segments=[Segment.model_validate(corrected.model_dump())],
+        )
+        append_records(self.settings.transcripts_dir, session_id, [line])
+        return {
+            "segment": corrected.model_dump(mode="json"),
+            "enrolled_style": enrolled_style,
+        }
 
     def _events(self, live: LiveSession, clip: AudioClip, result: ClipResult) -> None:
         t = result.timings_s
