@@ -4,10 +4,12 @@ Imported by conftest.py and by tests that start engines of their own."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import httpx
+import pytest
 from asgi_lifespan import LifespanManager
 from fastapi import FastAPI
 
@@ -16,6 +18,8 @@ from context_engine.config import Settings
 from context_engine.runtime import Runtime
 
 TOKEN = "t" * 32
+DEADLINE_S = 30.0
+T = TypeVar("T")
 
 
 @dataclass
@@ -45,3 +49,22 @@ async def start_engine(settings: Settings) -> AsyncIterator[Engine]:
     ):
         await asyncio.wait_for(app.state.runtime.started.wait(), 60)
         yield Engine(app, client)
+
+
+async def ingest(engine: Engine, session_id: str) -> dict[str, Any]:
+    """POST /v1/ingest/{session_id}, expecting 200; returns the counts."""
+    r = await engine.post(f"/v1/ingest/{session_id}")
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+async def eventually(check: Callable[[], Awaitable[T | None]], what: str) -> T:
+    """Poll `check` until it returns something other than None (or fail after the deadline)."""
+    deadline = asyncio.get_running_loop().time() + DEADLINE_S
+    while True:
+        found = await check()
+        if found is not None:
+            return found
+        if asyncio.get_running_loop().time() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        await asyncio.sleep(0.1)

@@ -7,43 +7,24 @@ by polling against generous deadlines; no assertion bounds how fast anything hap
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
-import httpx
 import pytest
+from engine_harness import Engine, eventually, ingest
 from fastapi import FastAPI
 from sqlalchemy import insert, text
 
 from context_engine.config import Settings
 from context_engine.models import Entity, EntityMention
-from context_engine.runtime import Runtime
 from her_os_shared.ids import InvalidIdError
 from her_os_shared.jsonl import append_records
 from her_os_shared.transcript import Segment, TranscriptPayload
 
 T0 = datetime(2025, 6, 1, 10, 0, tzinfo=UTC)  # long past: sessions are finalised at once
-DEADLINE_S = 30.0
 WRONG_TOKEN = "w" * 32
-T = TypeVar("T")
-
-
-class EngineLike(Protocol):
-    """What conftest's `engine` fixture gives (conftest is not importable by name)."""
-
-    app: FastAPI
-    client: httpx.AsyncClient
-
-    @property
-    def runtime(self) -> Runtime: ...
-
-    async def get(self, path: str, **params: object) -> httpx.Response: ...
-
-    async def post(self, path: str) -> httpx.Response: ...
 
 
 @pytest.fixture
@@ -98,19 +79,13 @@ def write(
     return append_records(settings.transcripts_dir, session_id, [payload])
 
 
-async def ingest(engine: EngineLike, session_id: str) -> dict[str, Any]:
-    r = await engine.post(f"/v1/ingest/{session_id}")
-    assert r.status_code == 200, r.text
-    return r.json()
-
-
-async def search(engine: EngineLike, query: str, **params: object) -> list[dict[str, Any]]:
+async def search(engine: Engine, query: str, **params: object) -> list[dict[str, Any]]:
     r = await engine.get("/v1/context", query=query, **params)
     assert r.status_code == 200, r.text
     return r.json()["results"]
 
 
-def auth(engine: EngineLike) -> dict[str, str]:
+def auth(engine: Engine) -> dict[str, str]:
     token = engine.runtime.settings.internal_token
     assert token is not None
     return {"X-Internal-Token": token.get_secret_value()}
@@ -118,18 +93,6 @@ def auth(engine: EngineLike) -> dict[str, str]:
 
 def iso(t: datetime) -> str:
     return t.isoformat().replace("+00:00", "Z")
-
-
-async def eventually(check: Callable[[], Awaitable[T | None]], what: str) -> T:
-    """Poll `check` until it returns something other than None (or fail after the deadline)."""
-    deadline = asyncio.get_running_loop().time() + DEADLINE_S
-    while True:
-        found = await check()
-        if found is not None:
-            return found
-        if asyncio.get_running_loop().time() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 # --- auth ---
@@ -167,7 +130,7 @@ def v1_operations(app: FastAPI) -> list[tuple[str, str, str]]:
     return out
 
 
-async def test_every_v1_route_requires_the_token(engine: EngineLike) -> None:
+async def test_every_v1_route_requires_the_token(engine: Engine) -> None:
     ops = v1_operations(engine.app)
     assert KNOWN_ROUTES <= {(m, p) for m, p, _ in ops}
 
@@ -210,7 +173,7 @@ async def test_every_v1_route_requires_the_token(engine: EngineLike) -> None:
         assert secret not in dumped and WRONG_TOKEN not in dumped
 
 
-async def test_the_right_token_is_accepted(engine: EngineLike) -> None:
+async def test_the_right_token_is_accepted(engine: Engine) -> None:
     r = await engine.get("/v1/stats")
     assert r.status_code == 200
     async with engine.runtime.db.events.connect() as conn:
@@ -226,7 +189,7 @@ async def test_the_right_token_is_accepted(engine: EngineLike) -> None:
 
 
 async def test_context_returns_ingested_segments_with_their_shape(
-    engine: EngineLike, settings: Settings
+    engine: Engine, settings: Settings
 ) -> None:
     write(
         settings,
@@ -284,7 +247,7 @@ async def test_context_returns_ingested_segments_with_their_shape(
     assert [h["segment_id"] for h in await search(engine, "jumps")] == ["g1"]
 
 
-async def test_context_uses_websearch_syntax(engine: EngineLike, settings: Settings) -> None:
+async def test_context_uses_websearch_syntax(engine: Engine, settings: Settings) -> None:
     write(
         settings,
         "s1",
@@ -307,7 +270,7 @@ async def test_context_uses_websearch_syntax(engine: EngineLike, settings: Setti
     assert await ids("unknownword") == set()
 
 
-async def test_context_limit(engine: EngineLike, settings: Settings) -> None:
+async def test_context_limit(engine: Engine, settings: Settings) -> None:
     write(settings, "s1", *(seg(f"g{i}", f"apple number {i}", i * 10) for i in range(7)))
     await ingest(engine, "s1")
     assert len(await search(engine, "apple")) == 5  # the default
@@ -318,7 +281,7 @@ async def test_context_limit(engine: EngineLike, settings: Settings) -> None:
         assert r.status_code == 422, bad
 
 
-async def test_context_rejects_bad_queries(engine: EngineLike) -> None:
+async def test_context_rejects_bad_queries(engine: Engine) -> None:
     for query in ("", " ", "   \t ", "x" * 513):
         r = await engine.get("/v1/context", query=query)
         assert r.status_code == 422, repr(query)
@@ -333,7 +296,7 @@ async def test_context_rejects_bad_queries(engine: EngineLike) -> None:
 
 
 async def test_context_stopword_and_punctuation_queries_return_nothing(
-    engine: EngineLike, settings: Settings
+    engine: Engine, settings: Settings
 ) -> None:
     write(settings, "s1", seg("g1", "the fox and the hound of the forest", 10))
     await ingest(engine, "s1")
@@ -343,7 +306,7 @@ async def test_context_stopword_and_punctuation_queries_return_nothing(
         assert r.json()["results"] == [], query
 
 
-async def test_context_as_of_and_hours_back(engine: EngineLike, settings: Settings) -> None:
+async def test_context_as_of_and_hours_back(engine: Engine, settings: Settings) -> None:
     hour = 3600.0
     write(
         settings,
@@ -383,9 +346,7 @@ async def test_context_as_of_and_hours_back(engine: EngineLike, settings: Settin
     assert datetime.fromisoformat(body["as_of"]) == T0 + timedelta(hours=4)
 
 
-async def test_context_never_returns_replaced_segments(
-    engine: EngineLike, settings: Settings
-) -> None:
+async def test_context_never_returns_replaced_segments(engine: Engine, settings: Settings) -> None:
     write(settings, "s1", seg("f1", "quokka fast path words", 0, 4))
     await ingest(engine, "s1")
     assert [h["segment_id"] for h in await search(engine, "quokka")] == ["f1"]
@@ -400,7 +361,7 @@ async def test_context_never_returns_replaced_segments(
 # --- /v1/ingest ---
 
 
-async def test_ingest(engine: EngineLike, settings: Settings) -> None:
+async def test_ingest(engine: Engine, settings: Settings) -> None:
     r = await engine.post("/v1/ingest/s1")
     assert r.status_code == 404
     assert "s1" in r.json()["detail"]
@@ -457,7 +418,7 @@ async def test_ingest(engine: EngineLike, settings: Settings) -> None:
     ],
 )
 async def test_ingest_rejects_path_tricks(
-    engine: EngineLike, settings: Settings, tmp_path: Path, raw_id: str
+    engine: Engine, settings: Settings, tmp_path: Path, raw_id: str
 ) -> None:
     # Valid transcript files just outside transcripts_dir: they must never be read.
     for name in ("sentinel", "passwd"):
@@ -491,7 +452,7 @@ async def test_ingest_rejects_path_tricks(
     assert await search(engine, "sentinel") == []
 
 
-async def test_the_ingestor_refuses_path_tricks_itself(engine: EngineLike) -> None:
+async def test_the_ingestor_refuses_path_tricks_itself(engine: Engine) -> None:
     # Defence in depth: even an id that got past the route cannot name another file.
     for bad in ("..", "../sentinel", "a/b", "a.b", "/etc/passwd", "", "x" * 129, "é"):
         with pytest.raises(InvalidIdError):
@@ -500,7 +461,7 @@ async def test_the_ingestor_refuses_path_tricks_itself(engine: EngineLike) -> No
     assert path.parent == engine.runtime.settings.transcripts_dir and path.name == "s1.jsonl"
 
 
-async def test_ingest_unicode_id_is_rejected(engine: EngineLike) -> None:
+async def test_ingest_unicode_id_is_rejected(engine: Engine) -> None:
     # httpx percent-encodes the non-ASCII characters itself.
     for raw_id in ("café", "ｓ1", "s\u200b1", "😀"):
         r = await engine.post(f"/v1/ingest/{raw_id}")
@@ -511,7 +472,7 @@ async def test_ingest_unicode_id_is_rejected(engine: EngineLike) -> None:
 
 
 async def test_sessions_list_newest_first_with_pagination(
-    engine: EngineLike, settings: Settings
+    engine: Engine, settings: Settings
 ) -> None:
     r = await engine.get("/v1/sessions")
     assert r.json() == {"sessions": [], "total": 0, "limit": 50, "offset": 0}
@@ -561,7 +522,7 @@ async def test_sessions_list_newest_first_with_pagination(
         assert (await engine.get("/v1/sessions", **params)).status_code == 422, params
 
 
-async def test_session_detail(engine: EngineLike, settings: Settings) -> None:
+async def test_session_detail(engine: Engine, settings: Settings) -> None:
     assert (await engine.get("/v1/sessions/nope")).status_code == 404
     assert (await engine.get("/v1/sessions/a.b")).status_code == 422
 
@@ -630,7 +591,7 @@ async def test_session_detail(engine: EngineLike, settings: Settings) -> None:
 # --- /v1/entities ---
 
 
-async def test_entities(engine: EngineLike) -> None:
+async def test_entities(engine: Engine) -> None:
     empty = (await engine.get("/v1/entities")).json()
     assert empty == {"entities": [], "total": 0, "limit": 50, "offset": 0}
 
@@ -696,7 +657,7 @@ async def test_entities(engine: EngineLike) -> None:
 # --- /v1/stats ---
 
 
-async def test_stats(engine: EngineLike, settings: Settings) -> None:
+async def test_stats(engine: Engine, settings: Settings) -> None:
     r = await engine.get("/v1/stats")
     assert r.status_code == 200
     empty = r.json()
@@ -764,7 +725,7 @@ class TestBodyLimit:
     def settings(self, settings: Settings) -> Settings:
         return settings.model_copy(update={"max_body_bytes": 1024})
 
-    async def test_large_bodies_get_413(self, engine: EngineLike) -> None:
+    async def test_large_bodies_get_413(self, engine: Engine) -> None:
         headers = auth(engine)
         r = await engine.client.post("/v1/ingest/s1", content=b"x" * 2048, headers=headers)
         assert r.status_code == 413

@@ -9,44 +9,25 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
-import httpx
 import procrastinate
 import pytest
-from fastapi import FastAPI
+from engine_harness import Engine, eventually, ingest
 from procrastinate.jobs import Job
 from sqlalchemy import text
 
 from context_engine import stages
 from context_engine.config import Settings
 from context_engine.jobs import Backoff
-from context_engine.runtime import Runtime
 from context_engine.stages import StageKey
 from her_os_shared.jsonl import append_records
 from her_os_shared.transcript import Segment, TranscriptPayload
 
 T0 = datetime(2025, 6, 1, 10, 0, tzinfo=UTC)  # long past: sessions are finalised at once
-DEADLINE_S = 30.0
-T = TypeVar("T")
-
-
-class EngineLike(Protocol):
-    """What conftest's `engine` fixture gives (conftest is not importable by name)."""
-
-    app: FastAPI
-    client: httpx.AsyncClient
-
-    @property
-    def runtime(self) -> Runtime: ...
-
-    async def get(self, path: str, **params: object) -> httpx.Response: ...
-
-    async def post(self, path: str) -> httpx.Response: ...
 
 
 @pytest.fixture
@@ -85,35 +66,17 @@ def write(settings: Settings, session_id: str, *segments: Segment) -> Path:
     return append_records(settings.transcripts_dir, session_id, [payload])
 
 
-async def ingest(engine: EngineLike, session_id: str) -> dict[str, Any]:
-    r = await engine.post(f"/v1/ingest/{session_id}")
-    assert r.status_code == 200, r.text
-    return r.json()
-
-
-async def eventually(check: Callable[[], Awaitable[T | None]], what: str) -> T:
-    """Poll `check` until it returns something other than None (or fail after the deadline)."""
-    deadline = asyncio.get_running_loop().time() + DEADLINE_S
-    while True:
-        found = await check()
-        if found is not None:
-            return found
-        if asyncio.get_running_loop().time() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
-
-
-async def query(engine: EngineLike, sql: str, **params: object) -> list[dict[str, Any]]:
+async def query(engine: Engine, sql: str, **params: object) -> list[dict[str, Any]]:
     async with engine.runtime.db.main.connect() as conn:
         return [dict(r._mapping) for r in await conn.execute(text(sql), params)]
 
 
-async def session_row(engine: EngineLike, session_id: str) -> dict[str, Any]:
+async def session_row(engine: Engine, session_id: str) -> dict[str, Any]:
     (row,) = await query(engine, "SELECT * FROM sessions WHERE session_id = :s", s=session_id)
     return row
 
 
-async def stage_row(engine: EngineLike, session_id: str, stage: str) -> dict[str, Any] | None:
+async def stage_row(engine: Engine, session_id: str, stage: str) -> dict[str, Any] | None:
     rows = await query(
         engine,
         "SELECT * FROM session_stages WHERE session_id = :s AND stage = :st",
@@ -123,7 +86,7 @@ async def stage_row(engine: EngineLike, session_id: str, stage: str) -> dict[str
     return rows[0] if rows else None
 
 
-async def job_row(engine: EngineLike, job_id: int) -> dict[str, Any]:
+async def job_row(engine: Engine, job_id: int) -> dict[str, Any]:
     (row,) = await query(
         engine,
         "SELECT id, status::text AS status, attempts, task_name, worker_id"
@@ -133,7 +96,7 @@ async def job_row(engine: EngineLike, job_id: int) -> dict[str, Any]:
     return row
 
 
-async def finalise_jobs(engine: EngineLike, session_id: str) -> list[dict[str, Any]]:
+async def finalise_jobs(engine: Engine, session_id: str) -> list[dict[str, Any]]:
     return await query(
         engine,
         "SELECT id, status::text AS status, attempts FROM procrastinate.procrastinate_jobs"
@@ -142,7 +105,7 @@ async def finalise_jobs(engine: EngineLike, session_id: str) -> list[dict[str, A
     )
 
 
-async def wait_job(engine: EngineLike, job_id: int, status: str) -> dict[str, Any]:
+async def wait_job(engine: Engine, job_id: int, status: str) -> dict[str, Any]:
     async def check() -> dict[str, Any] | None:
         row = await job_row(engine, job_id)
         return row if row["status"] == status else None
@@ -150,7 +113,7 @@ async def wait_job(engine: EngineLike, job_id: int, status: str) -> dict[str, An
     return await eventually(check, f"job {job_id} to be {status}")
 
 
-async def wait_finalised(engine: EngineLike, session_id: str, count: int) -> dict[str, Any]:
+async def wait_finalised(engine: Engine, session_id: str, count: int) -> dict[str, Any]:
     """Wait until the session is ended with `count` segments and its stage row is done."""
 
     async def check() -> dict[str, Any] | None:
@@ -165,7 +128,7 @@ async def wait_finalised(engine: EngineLike, session_id: str, count: int) -> dic
     return await eventually(check, f"session {session_id} finalised with {count} segments")
 
 
-async def wait_jobs_idle(engine: EngineLike, session_id: str) -> list[dict[str, Any]]:
+async def wait_jobs_idle(engine: Engine, session_id: str) -> list[dict[str, Any]]:
     async def check() -> list[dict[str, Any]] | None:
         jobs = await finalise_jobs(engine, session_id)
         return jobs if jobs and all(j["status"] == "succeeded" for j in jobs) else None
@@ -173,7 +136,7 @@ async def wait_jobs_idle(engine: EngineLike, session_id: str) -> list[dict[str, 
     return await eventually(check, f"finalise jobs of {session_id} to be done")
 
 
-async def finalise_events(engine: EngineLike, session_id: str) -> int:
+async def finalise_events(engine: Engine, session_id: str) -> int:
     async with engine.runtime.db.events.connect() as conn:
         return (
             await conn.execute(
@@ -195,7 +158,7 @@ async def _at_least(items: list[Any], n: int) -> bool | None:
 
 
 async def test_an_old_session_is_finalised_by_a_durable_job(
-    engine: EngineLike, settings: Settings
+    engine: Engine, settings: Settings
 ) -> None:
     write(settings, "s1", seg("g1", 0, 2), seg("g2", 2, 5), seg("g3", 5, 9.5))
     await ingest(engine, "s1")
@@ -223,7 +186,7 @@ async def test_an_old_session_is_finalised_by_a_durable_job(
 
 
 async def test_a_re_deferred_finalise_for_unchanged_input_is_skipped(
-    engine: EngineLike, settings: Settings
+    engine: Engine, settings: Settings
 ) -> None:
     write(settings, "s1", seg("g1", 0, 2), seg("g2", 2, 5))
     await ingest(engine, "s1")
@@ -257,7 +220,7 @@ async def test_a_re_deferred_finalise_for_unchanged_input_is_skipped(
 
 
 async def test_a_re_deferred_finalise_for_unchanged_input_changes_nothing(
-    engine: EngineLike, settings: Settings
+    engine: Engine, settings: Settings
 ) -> None:
     """Running finalise again changes nothing visible."""
     write(settings, "s1", seg("g1", 0, 2), seg("g2", 2, 5))
@@ -278,9 +241,7 @@ async def test_a_re_deferred_finalise_for_unchanged_input_changes_nothing(
     assert after_stage["input_fingerprint"] == before_stage["input_fingerprint"]
 
 
-async def test_a_stage_is_queued_at_most_once_per_key(
-    engine: EngineLike, settings: Settings
-) -> None:
+async def test_a_stage_is_queued_at_most_once_per_key(engine: Engine, settings: Settings) -> None:
     write(settings, "s1", seg("g1", 0, 2))
     await ingest(engine, "s1")
     await wait_finalised(engine, "s1", 1)
@@ -331,7 +292,7 @@ async def test_a_stage_is_queued_at_most_once_per_key(
 
 
 async def test_new_segments_reopen_the_session_and_it_is_finalised_again(
-    engine: EngineLike, settings: Settings
+    engine: Engine, settings: Settings
 ) -> None:
     write(settings, "s1", seg("g1", 0, 2), seg("g2", 2, 5))
     await ingest(engine, "s1")
@@ -371,9 +332,7 @@ async def test_new_segments_reopen_the_session_and_it_is_finalised_again(
     assert detail["status"] == "ended" and detail["segments_count"] == 4
 
 
-async def test_the_idle_scan_finalises_silent_sessions(
-    engine: EngineLike, settings: Settings
-) -> None:
+async def test_the_idle_scan_finalises_silent_sessions(engine: Engine, settings: Settings) -> None:
     changed: list[str] = []
 
     async def hold(session_id: str) -> None:  # no finalisation on ingestion
@@ -408,7 +367,7 @@ class FailingStage:
     calls: list[StageKey] = field(default_factory=list)
 
 
-async def dead_letter(engine: EngineLike, settings: Settings) -> tuple[FailingStage, int]:
+async def dead_letter(engine: Engine, settings: Settings) -> tuple[FailingStage, int]:
     """Register `always_failing_stage` on the engine's queue, defer it for session s1 and
     wait until its retries are spent (procrastinate status `failed`). Returns the double and
     the job id."""
@@ -440,7 +399,7 @@ async def dead_letter(engine: EngineLike, settings: Settings) -> tuple[FailingSt
 
 
 async def test_a_failing_stage_is_retried_then_dead_lettered(
-    engine: EngineLike, settings: Settings
+    engine: Engine, settings: Settings
 ) -> None:
     max_attempts = settings.job_max_attempts
     assert max_attempts == 3
@@ -488,7 +447,7 @@ async def test_a_failing_stage_is_retried_then_dead_lettered(
     assert attempts == [(1, False), (2, False), (3, True)]
 
 
-async def test_a_dead_letter_can_be_retried_by_hand(engine: EngineLike, settings: Settings) -> None:
+async def test_a_dead_letter_can_be_retried_by_hand(engine: Engine, settings: Settings) -> None:
     max_attempts = settings.job_max_attempts
     double, job_id = await dead_letter(engine, settings)
 
@@ -530,12 +489,12 @@ async def test_a_dead_letter_can_be_retried_by_hand(engine: EngineLike, settings
     assert (await engine.post(f"/v1/jobs/{job_id}/retry")).status_code == 404
 
 
-async def test_retry_rejects_malformed_job_ids(engine: EngineLike) -> None:
+async def test_retry_rejects_malformed_job_ids(engine: Engine) -> None:
     for bad in ("0", "-1", "abc", "1.5"):
         assert (await engine.post(f"/v1/jobs/{bad}/retry")).status_code == 422, bad
 
 
-async def test_jobs_listing_filters_and_pages(engine: EngineLike, settings: Settings) -> None:
+async def test_jobs_listing_filters_and_pages(engine: Engine, settings: Settings) -> None:
     for sid in ("a", "b", "c"):
         write(settings, sid, seg("g1", 0, 1))
         await ingest(engine, sid)
@@ -559,7 +518,7 @@ async def test_jobs_listing_filters_and_pages(engine: EngineLike, settings: Sett
 # --- stalled jobs ---
 
 
-async def test_a_job_stalled_by_a_dead_worker_is_rescued(engine: EngineLike) -> None:
+async def test_a_job_stalled_by_a_dead_worker_is_rescued(engine: Engine) -> None:
     runtime = engine.runtime
     ran: list[int] = []
 
