@@ -223,7 +223,9 @@ class AudioRuntime:
                 ),
             ]  # fmt: skip
         try:
-            stream = f"audio-pipeline-{datetime.now(UTC):%Y%m%d}"
+            # Hourly files: the atomic writer copies the file on every append, so a stream
+            # must stay small (a day of clips in one file would make each append O(day)).
+            stream = f"audio-pipeline-{datetime.now(UTC):%Y%m%d%H}"
             append_records(self.settings.events_dir, stream, events)
         except OSError as exc:  # events are best effort: never fail a transcription for them
             log.warning("events.dropped", error=repr(exc)[:300])
