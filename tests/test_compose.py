@@ -305,9 +305,15 @@ def test_every_compose_variable_is_documented_in_env_example() -> None:
 def test_env_example_holds_placeholders_not_secrets() -> None:
     values = env_example()
     secrets = {k: v for k, v in values.items() if "TOKEN" in k or "PASSWORD" in k}
-    assert set(secrets) == {"HER_OS_INTERNAL_TOKEN", "POSTGRES_PASSWORD", "NEO4J_PASSWORD"}
+    assert set(secrets) == {
+        "HER_OS_INTERNAL_TOKEN", "POSTGRES_PASSWORD", "NEO4J_PASSWORD", "HER_OS_WEBHOOK_TOKEN",
+    }  # fmt: skip
+    optional = {"HER_OS_WEBHOOK_TOKEN"}  # empty: the feature is off until a secret is set
     for key, value in secrets.items():
-        assert value.startswith("replace-with-"), f"{key} must be a placeholder"
+        if key in optional:
+            assert value == "", f"{key} must be empty in the example"
+        else:
+            assert value.startswith("replace-with-"), f"{key} must be a placeholder"
     assert values["HER_OS_BIND"] == "127.0.0.1"
 
 

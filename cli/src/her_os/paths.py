@@ -42,6 +42,11 @@ class DataLayout:
         return self.root / "enrollment"
 
     @property
+    def spool(self) -> Path:
+        """Live sessions' audio spilled to disk for the sweep (scratch: cleared on start)."""
+        return self.root / "spool"
+
+    @property
     def search_index(self) -> Path:
         """The context engine's keyword index (derived: rebuilt from PostgreSQL if lost)."""
         return self.root / "search-index"

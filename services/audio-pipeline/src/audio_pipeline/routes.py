@@ -5,11 +5,21 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Path, Request, UploadFile
+from fastapi import (
+    APIRouter,
+    Depends,
+    File,
+    Form,
+    HTTPException,
+    Path,
+    Query,
+    Request,
+    UploadFile,
+)
 from pydantic import BaseModel, ConfigDict, Field
 
 from audio_pipeline.audio import AudioClip, AudioError, decode_audio
-from audio_pipeline.runtime import AudioRuntime
+from audio_pipeline.runtime import AudioRuntime, SweepConflictError
 from her_os_shared.ids import ID_PATTERN, SafeId
 from her_os_shared.transcript import Emotion
 
@@ -20,9 +30,14 @@ def get_runtime(request: Request) -> AudioRuntime:
     return request.app.state.runtime
 
 
-async def _clip(runtime: AudioRuntime, file: UploadFile) -> AudioClip:
+def require_ready(runtime: AudioRuntime) -> None:
+    """503 until the models are loaded (or with the reason a backend cannot load)."""
     if not runtime.ready.is_set():
         raise HTTPException(503, runtime.load_error or "models are loading; retry shortly")
+
+
+async def _clip(runtime: AudioRuntime, file: UploadFile) -> AudioClip:
+    require_ready(runtime)
     data = await file.read()
     try:
         return decode_audio(data, max_seconds=runtime.settings.max_audio_seconds)
@@ -67,21 +82,26 @@ async def transcribe(
             f"{settings.stt_backend!r} (AUDIO_PIPELINE_STT_BACKEND)",
         )
     clip = await _clip(runtime, file)
-    live, result, index = await runtime.transcribe(
+    out = await runtime.transcribe(
         clip, session_id=session_id, device_id=device_id, ser_all_speakers=ser_all_speakers
     )
+    result = out.result
     return {
         "session_id": session_id,
-        "clip": index,
+        "clip": out.index,
         "duration_s": round(clip.duration_s, 3),
-        "session_audio_s": round(live.offset_s, 3),
-        "processing_s": round(result.timings_s.get("total", 0.0), 3),
-        "segments": [s.model_dump(mode="json") for s in result.segments],
-        "speakers": {
+        "session_audio_s": round(out.offset_s + out.duration_s, 3),
+        "processing_s": None if result is None else round(result.timings_s.get("total", 0.0), 3),
+        "segments": [] if result is None else [s.model_dump(mode="json") for s in result.segments],
+        "speakers": {}
+        if result is None
+        else {
             label: {"name": who.label, "person": who.person, "similarity": who.similarity}
             for label, who in result.speakers.items()
         },
-        "sweep_active": False,
+        # True: a sweep holds the models; this clip is kept and transcribed after it.
+        "sweep_active": result is None,
+        "deferred": result is None,
     }
 
 
@@ -145,11 +165,41 @@ async def get_session(runtime: RuntimeDep, session_id: SessionIdPath) -> dict[st
     summary="End a live session (its transcript file stays; a new clip starts a new clock)",
     responses={404: {"description": "no live session"}},
 )
-async def end_session(runtime: RuntimeDep, session_id: SessionIdPath) -> dict[str, Any]:
-    live = runtime.sessions.end(session_id)
-    if live is None:
-        raise HTTPException(404, f"no live session {session_id}")
-    return {**live.summary(), "ended": True}
+async def end_session(
+    runtime: RuntimeDep,
+    session_id: SessionIdPath,
+    sweep: Annotated[
+        bool, Query(description="sweep the session's unswept audio before forgetting it")
+    ] = False,
+) -> dict[str, Any]:
+    try:
+        live, status = runtime.end_session(session_id, sweep=sweep)
+    except LookupError as exc:
+        raise HTTPException(404, str(exc).strip("'\"")) from None
+    return {**live.summary(), "ended": True, "sweep": None if status is None else status.summary()}
+
+
+@router.post(
+    "/sweep/{session_id}",
+    status_code=202,
+    summary="Sweep a live session: re-transcribe its audio since the last sweep as a whole; "
+    "the is_sweep segments replace overlapping non-pinned fast-path ones",
+    responses={
+        404: {"description": "no live session"},
+        409: {"description": "a sweep of it is under way, or no new audio"},
+        503: {"description": "models still loading"},
+    },
+)
+async def sweep(runtime: RuntimeDep, session_id: SessionIdPath) -> dict[str, Any]:
+    require_ready(runtime)
+    try:
+        status = runtime.start_sweep(session_id)
+    except LookupError as exc:
+        raise HTTPException(404, str(exc).strip("'\"")) from None
+    except SweepConflictError as exc:
+        raise HTTPException(409, str(exc)) from None
+    return {"session_id": session_id, **status.summary(),
+            "poll": f"/v1/session/{session_id}"}  # fmt: skip
 
 
 @router.post("/cleanup", summary="Drop live sessions idle for longer than the session timeout")

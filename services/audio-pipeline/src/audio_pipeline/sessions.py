@@ -1,18 +1,139 @@
-"""Live sessions: each session's clock (audio seconds so far), its speakers and its clips.
+"""Live sessions: each session's clock (audio seconds so far), its speakers, its clips, its
+audio (kept for the sweep) and the state of its sweep.
 
 A session's segments are timed from its first clip: a clip's segments are shifted by the
 audio already received, so successive clips line up. Speakers keep their session-stable ids
 across clips (SessionSpeakers). Idle sessions are dropped after `session_idle_s`.
+
+Two locks per session: `state_lock` guards the counters and the audio buffer and is held only
+for moments (the event loop takes it); `work_lock` serialises inference on the session (fast
+path clips and sweep chunks both change the session's speakers).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
 
+import numpy as np
+
+from audio_pipeline.audio import SAMPLE_RATE
 from audio_pipeline.speakers.enrollment import EnrollmentBank, SessionSpeakers
+from her_os_shared.logging import get_logger
+
+log = get_logger(__name__)
+
+SweepState = Literal["queued", "running", "done", "failed"]
+
+
+class SessionAudio:
+    """A session's audio as 16 kHz PCM16: the newest part in memory, the rest spilled to a
+    spool file once memory holds more than `memory_s` seconds. Audio past `max_s` is not
+    kept (it is still transcribed; only a sweep cannot revisit it)."""
+
+    def __init__(self, spool_dir: Path, session_id: str, memory_s: float, max_s: float) -> None:
+        self._path = spool_dir / f"{session_id}-{uuid.uuid4().hex[:12]}.pcm"
+        self._memory_limit = round(memory_s * SAMPLE_RATE)
+        self._max = round(max_s * SAMPLE_RATE)
+        self._chunks: list[np.ndarray] = []
+        self._in_memory = 0
+        self._on_disk = 0
+        self.dropped_s = 0.0
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def kept_s(self) -> float:
+        return (self._on_disk + self._in_memory) / SAMPLE_RATE
+
+    @property
+    def spilled(self) -> bool:
+        return self._on_disk > 0
+
+    def append(self, samples: np.ndarray) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            room = self._max - self._on_disk - self._in_memory
+            if len(samples) > room:
+                self.dropped_s += (len(samples) - max(room, 0)) / SAMPLE_RATE
+                samples = samples[: max(room, 0)]
+            if not len(samples):
+                return
+            pcm = (np.clip(samples, -1.0, 1.0) * 32767.0).astype("<i2")
+            self._chunks.append(pcm)
+            self._in_memory += len(pcm)
+            if self._in_memory > self._memory_limit:
+                self._spill()
+
+    def _spill(self) -> None:
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        with self._path.open("ab") as f:
+            for chunk in self._chunks:
+                f.write(chunk.tobytes())
+        self._on_disk += self._in_memory
+        self._chunks, self._in_memory = [], 0
+
+    def read(self, start_s: float, end_s: float) -> np.ndarray:
+        """Float32 samples between two session times (clamped to what is kept)."""
+        with self._lock:
+            total = self._on_disk + self._in_memory
+            a = max(0, min(total, round(start_s * SAMPLE_RATE)))
+            b = max(a, min(total, round(end_s * SAMPLE_RATE)))
+            parts: list[np.ndarray] = []
+            if a < self._on_disk:
+                n = min(b, self._on_disk) - a
+                with self._path.open("rb") as f:
+                    f.seek(a * 2)
+                    parts.append(np.frombuffer(f.read(n * 2), dtype="<i2"))
+            if b > self._on_disk and self._chunks:
+                memory = np.concatenate(self._chunks)
+                parts.append(memory[max(0, a - self._on_disk) : b - self._on_disk])
+        if not parts:
+            return np.zeros(0, dtype=np.float32)
+        return (np.concatenate(parts).astype(np.float32) / 32768.0).astype(np.float32)
+
+    def close(self) -> None:
+        """Forget the audio and delete the spool file."""
+        with self._lock:
+            self._closed = True
+            self._chunks, self._in_memory, self._on_disk = [], 0, 0
+            self._path.unlink(missing_ok=True)
+
+
+@dataclass
+class SweepStatus:
+    sweep: int  # 1, 2, … per session
+    state: SweepState
+    from_s: float
+    to_s: float
+    chunks_done: int = 0
+    chunks_total: int = 0
+    segments: int = 0
+    skipped_pinned: int = 0
+    done_to_s: float = 0.0  # swept (and written) up to here
+    seconds: float | None = None
+    error: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "sweep": self.sweep,
+            "state": self.state,
+            "from_s": round(self.from_s, 3),
+            "to_s": round(self.to_s, 3),
+            "chunks_done": self.chunks_done,
+            "chunks_total": self.chunks_total,
+            "segments": self.segments,
+            "skipped_pinned": self.skipped_pinned,
+            "done_to_s": round(self.done_to_s, 3),
+            "seconds": self.seconds,
+            "error": self.error,
+        }
 
 
 @dataclass
@@ -21,11 +142,38 @@ class LiveSession:
     device_id: str
     started_at: datetime
     speakers: SessionSpeakers
+    audio: SessionAudio
     offset_s: float = 0.0  # audio received so far, seconds
     clips: int = 0
     segments: int = 0
+    deferred: int = 0  # clips waiting for a sweep to finish
+    in_flight: int = 0  # clips queued or running on the fast path
+    last_speech_s: float = 0.0  # session time where the latest speech found so far ends
+    swept_to_s: float = 0.0  # audio up to here has been (or is being) swept
+    sweep: SweepStatus | None = None
+    ended: bool = False
     last_seen: float = field(default_factory=time.monotonic)
-    lock: threading.Lock = field(default_factory=threading.Lock)  # one clip at a time
+    state_lock: threading.Lock = field(default_factory=threading.Lock)
+    work_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def receive(self, samples: np.ndarray) -> tuple[int, float]:
+        """Account for a new clip: keep its audio; return its index and session offset."""
+        with self.state_lock:
+            index, offset = self.clips, self.offset_s
+            self.clips += 1
+            self.offset_s += len(samples) / SAMPLE_RATE
+            self.last_seen = time.monotonic()
+        self.audio.append(samples)
+        return index, offset
+
+    @property
+    def settled(self) -> bool:
+        """Every clip received so far has been transcribed."""
+        return self.in_flight == 0 and self.deferred == 0
+
+    @property
+    def sweeping(self) -> bool:
+        return self.sweep is not None and self.sweep.state in ("queued", "running")
 
     def summary(self) -> dict[str, object]:
         return {
@@ -35,23 +183,49 @@ class LiveSession:
             "audio_s": round(self.offset_s, 3),
             "clips": self.clips,
             "segments": self.segments,
+            "deferred_clips": self.deferred,
+            "clips_in_flight": self.in_flight,
             "speakers": self.speakers.unknowns(),
+            "audio_kept_s": round(self.audio.kept_s, 3),
+            "audio_spilled": self.audio.spilled,
+            "swept_to_s": round(self.swept_to_s, 3),
+            "sweep": None if self.sweep is None else self.sweep.summary(),
         }
 
 
 class SessionRegistry:
-    def __init__(self, bank: EnrollmentBank, idle_s: float) -> None:
+    def __init__(
+        self,
+        bank: EnrollmentBank,
+        idle_s: float,
+        *,
+        spool_dir: Path,
+        memory_s: float = 300.0,
+        max_audio_s: float = 4 * 3600.0,
+    ) -> None:
         self.bank = bank
         self.idle_s = idle_s
+        self.spool_dir = spool_dir
+        self.memory_s = memory_s
+        self.max_audio_s = max_audio_s
         self._sessions: dict[str, LiveSession] = {}
         self._lock = threading.Lock()
+        self._clear_spool()
+
+    def _clear_spool(self) -> None:
+        # Spool files belong to live sessions, which do not survive a restart.
+        if self.spool_dir.is_dir():
+            for stale in self.spool_dir.glob("*.pcm"):
+                stale.unlink(missing_ok=True)
+                log.info("spool.removed_stale", file=stale.name)
 
     def open(self, session_id: str, device_id: str) -> LiveSession:
         with self._lock:
             live = self._sessions.get(session_id)
             if live is None:
+                audio = SessionAudio(self.spool_dir, session_id, self.memory_s, self.max_audio_s)
                 live = LiveSession(session_id, device_id, datetime.now(UTC),
-                                   SessionSpeakers(self.bank))  # fmt: skip
+                                   SessionSpeakers(self.bank), audio)  # fmt: skip
                 self._sessions[session_id] = live
             live.last_seen = time.monotonic()
             return live
@@ -60,17 +234,31 @@ class SessionRegistry:
         with self._lock:
             return self._sessions.get(session_id)
 
-    def end(self, session_id: str) -> LiveSession | None:
+    def all(self) -> list[LiveSession]:
         with self._lock:
-            return self._sessions.pop(session_id, None)
+            return list(self._sessions.values())
+
+    def end(self, session_id: str) -> LiveSession | None:
+        """Remove a session. Its audio is freed now, or by its sweep when one is under way."""
+        with self._lock:
+            live = self._sessions.pop(session_id, None)
+        if live is not None:
+            live.ended = True
+            if not live.sweeping:
+                live.audio.close()
+        return live
 
     def cleanup(self, now: float | None = None) -> list[str]:
-        """Drop sessions idle for longer than `idle_s`; returns their ids."""
+        """Drop sessions idle for longer than `idle_s` (not while sweeping); returns their ids."""
         now = time.monotonic() if now is None else now
         with self._lock:
-            stale = [sid for sid, s in self._sessions.items() if now - s.last_seen > self.idle_s]
-            for sid in stale:
-                del self._sessions[sid]
+            stale = [
+                sid
+                for sid, s in self._sessions.items()
+                if now - s.last_seen > self.idle_s and not s.sweeping
+            ]
+        for sid in stale:
+            self.end(sid)
         return stale
 
     def __len__(self) -> int:

@@ -1,0 +1,120 @@
+"""Wearable webhooks (Omi-compatible), outside /v1 because such clients cannot send our
+header: they authenticate with `X-Internal-Token`, or with `?token=` set to the separate
+AUDIO_PIPELINE_WEBHOOK_TOKEN. Thin: buffering and conversion are in runtime.py/wearable.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated, Any
+from urllib.parse import parse_qsl
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from pydantic import ValidationError
+
+from audio_pipeline.audio import AudioError
+from audio_pipeline.routes import RuntimeDep, require_ready
+from audio_pipeline.wearable import parse_transcript
+from her_os_shared.auth import TOKEN_HEADER, token_matches
+from her_os_shared.ids import InvalidIdError, validate_id
+
+router = APIRouter(prefix="/webhook", tags=["wearable webhooks"])
+
+
+def query_params(request: Request) -> dict[str, str]:
+    """The query, also when a client appended `?sample_rate=…` to a URL that already had a
+    query (older Omi backends do): `?token=T?sample_rate=16000&uid=u` reads as three params."""
+    params: dict[str, str] = {}
+    for key, value in parse_qsl(request.url.query, keep_blank_values=True):
+        if "?" in value:
+            value, rest = value.split("?", 1)
+            params.update(parse_qsl(rest, keep_blank_values=True))
+        params[key] = value
+    return params
+
+
+Params = Annotated[dict[str, str], Depends(query_params)]
+
+
+def require_webhook_auth(request: Request, params: Params) -> None:
+    settings = request.app.state.settings
+    if settings.internal_token is None:  # insecure development mode, as for /v1
+        return
+    if token_matches(request.headers.get(TOKEN_HEADER), settings.internal_token.get_secret_value()):
+        return
+    hook = settings.webhook_token
+    if hook is not None and token_matches(params.get("token"), hook.get_secret_value()):
+        return
+    raise HTTPException(401, f"missing or invalid {TOKEN_HEADER} header or token parameter")
+
+
+def _id(params: dict[str, str], name: str, *, max_length: int = 128) -> str:
+    value = params.get(name)
+    if value is None:
+        raise HTTPException(422, f"query parameter {name!r} is required")
+    try:
+        validate_id(value, name)
+    except InvalidIdError as exc:
+        raise HTTPException(422, str(exc)) from None
+    if len(value) > max_length:
+        raise HTTPException(422, f"{name}: at most {max_length} characters")
+    return value
+
+
+@router.post(
+    "/audio",
+    dependencies=[Depends(require_webhook_auth)],
+    summary="Omi 'Realtime audio bytes': raw PCM16 mono chunks (query: sample_rate, uid) "
+    "buffered into the device's current session",
+    responses={
+        400: {"description": "empty body or not PCM16"},
+        413: {"description": "chunk too long"},
+        415: {"description": "not application/octet-stream"},
+        422: {"description": "bad sample_rate or uid"},
+    },
+)
+async def audio(request: Request, runtime: RuntimeDep, params: Params) -> dict[str, Any]:
+    require_ready(runtime)
+    ctype = request.headers.get("content-type", "application/octet-stream").split(";")[0]
+    if ctype.strip().lower() not in ("application/octet-stream", "audio/l16", "audio/pcm"):
+        raise HTTPException(415, f"expected application/octet-stream raw PCM16, got {ctype!r}")
+    uid = _id(params, "uid", max_length=64)  # the session id adds a 16-character time
+    try:
+        rate = int(params.get("sample_rate", ""))
+    except ValueError:
+        raise HTTPException(422, "query parameter 'sample_rate' must be an integer") from None
+    body = await request.body()
+    try:
+        return await runtime.wearable_chunk(uid, rate, body)
+    except AudioError as exc:
+        raise HTTPException(exc.status_code, exc.reason) from None
+
+
+@router.post(
+    "/transcript",
+    dependencies=[Depends(require_webhook_auth)],
+    summary="Omi 'Realtime transcript': the client's own segments (query: session_id, uid) "
+    "written to the session's JSONL unchanged in meaning",
+    responses={422: {"description": "not JSON, or malformed segments"}},
+)
+async def transcript(request: Request, runtime: RuntimeDep, params: Params) -> dict[str, Any]:
+    uid = _id(params, "uid") if "uid" in params else "wearable"
+    try:
+        body = json.loads(await request.body())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise HTTPException(422, f"body is not JSON: {exc}") from None
+    try:
+        parsed = parse_transcript(body)
+    except ValidationError as exc:
+        raise HTTPException(422, exc.errors(include_url=False, include_input=False)) from None
+    if "session_id" in params:
+        session_id = _id(params, "session_id")
+    elif parsed.session_id is not None:
+        session_id = _id({"session_id": parsed.session_id}, "session_id")
+    else:
+        raise HTTPException(422, "session_id is required (query parameter or body field)")
+    try:
+        return await asyncio.to_thread(runtime.wearable_transcript, session_id, uid, parsed)
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from None
