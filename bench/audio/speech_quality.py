@@ -307,7 +307,9 @@ def report_identity(
         f"reference speakers: {enrol.key} {names_a}, {target.key} {names_b}; "
         f"shared names: {shared or 'none'}"
     )
-    bank = EnrollmentBank(work / "identity-bank")
+    bank = EnrollmentBank(
+        work / "identity-bank", dim=models.embedder.dim, embedder_id=models.embedder.embedder_id
+    )
     used = enroll_reference_speakers(models, bank, enrol)
     console.print(
         "enrolled: " + ", ".join(f"{p} ({s:.1f} s of solo speech)" for p, s in used.items())
@@ -443,6 +445,9 @@ def main(
     stt_diagnosis: Annotated[
         bool, typer.Option(help="also time the STT stage per VAD region vs on one span")
     ] = True,
+    speaker_embedder: Annotated[
+        str | None, typer.Option(help="campplus or voicefilter (default: the settings')")
+    ] = None,
 ) -> None:
     missing = [p for p in NEEDED if not (data / p).is_file()]
     if missing:
@@ -475,11 +480,13 @@ def main(
             enrollment_dir=work / "enrollment",
             transcripts_dir=work / "transcripts",
             events_dir=work / "events",
+            **({"speaker_embedder": speaker_embedder} if speaker_embedder else {}),
         )
         console.print(
             f"backends: stt {settings.stt_backend} ({settings.stt_compute_type}, "
             f"{settings.stt_threads} threads), vad {settings.vad_backend}, diarization "
-            f"{settings.diarization_backend}, emotion {settings.emotion_backend}"
+            f"{settings.diarization_backend} (speaker embedder {settings.speaker_embedder}), "
+            f"emotion {settings.emotion_backend}"
         )
         models = Models.from_settings(settings)
         recorder = RecordingDiarizer(models.diarizer)
@@ -492,7 +499,7 @@ def main(
         for c in clips:
             c.data = c.path.read_bytes()
             c.clip = decode_audio(c.data, max_seconds=settings.max_audio_seconds)
-        empty_bank = EnrollmentBank(settings.enrollment_dir)
+        empty_bank = EnrollmentBank.from_settings(settings)
         with console.status("warm-up run (call)"):
             cold = fast_path(models, recorder, clips[0].data, SessionSpeakers(empty_bank),
                              settings.transcripts_dir, "warmup")  # fmt: skip

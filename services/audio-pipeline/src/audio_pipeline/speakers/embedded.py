@@ -148,7 +148,8 @@ class EmbeddedDiarizer:
         self.hop_s = hop_s
         self.merge_gap_s = merge_gap_s
         self.min_pause_s = min_pause_s
-        self.clustering = clustering or ClusteringParams()
+        # Without explicit parameters, the embedder's own defaults (its similarity scale).
+        self.clustering = clustering or getattr(embedder, "clustering", None) or ClusteringParams()
 
     def load(self) -> None:
         load = getattr(self.embedder, "load", None)

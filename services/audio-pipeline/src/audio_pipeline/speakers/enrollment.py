@@ -18,9 +18,12 @@ Storage: one JSON file (`enrollment.json` in enrollment_dir) with the vectors as
 float32, written atomically (temporary file, fsync, rename, fsync of the folder), so a crash
 leaves either the old or the new bank. A file that cannot be read is reported with
 `EnrollmentBankError` and left untouched: silently starting empty would forget everyone and
-overwrite the evidence on the next save. The file records which embedder made its vectors;
-a bank from a different embedder is refused the same way (its vectors would be meaningless).
-One process owns a bank folder; within it every operation holds a lock.
+overwrite the evidence on the next save. The file records which embedder made its vectors
+(settings `speaker_embedder`). A bank from a different embedder is not an error but cannot be
+used (its vectors live in another space): it is renamed aside, intact, to
+`enrollment.<its embedder>.json` (logged as `enrollment_bank_set_aside`, with how to get it
+back) and this embedder starts an empty bank; switching the embedder back and renaming the
+file restores it. One process owns a bank folder; within it every operation holds a lock.
 
 `SessionSpeakers` gives the voices of one session stable names: enrolled people by name,
 everyone else `unknown_1`, `unknown_2`... in order of appearance. Naming an unknown later
@@ -45,7 +48,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from audio_pipeline.speakers.onnx_embedder import EMBEDDING_DIM, VOICEFILTER_EMBEDDER
+from audio_pipeline.bundled import CAMPPLUS_MODEL, embedder_id_of
+from audio_pipeline.speakers.campplus_embedder import EMBEDDING_DIM as CAMPPLUS_DIM
+from audio_pipeline.speakers.onnx_embedder import EMBEDDING_DIM as VOICEFILTER_DIM
+from audio_pipeline.speakers.onnx_embedder import VOICEFILTER_EMBEDDER
 from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
@@ -55,11 +61,13 @@ log = get_logger(__name__)
 
 BANK_FILENAME = "enrollment.json"
 SCHEMA_VERSION = 1
-# Which embedder's space the stored vectors live in (distribution, version, model sha256).
-DEFAULT_EMBEDDER_ID = (
-    f"{VOICEFILTER_EMBEDDER.distribution}=={VOICEFILTER_EMBEDDER.version}"
-    f":{VOICEFILTER_EMBEDDER.relpath}:sha256:{VOICEFILTER_EMBEDDER.sha256[:16]}"
-)
+# Which embedder's space the stored vectors live in (distribution, version, model sha256),
+# and its dimension, for each `speaker_embedder` setting; the default is settings' default.
+EMBEDDERS: dict[str, tuple[str, int]] = {
+    "campplus": (embedder_id_of(CAMPPLUS_MODEL), CAMPPLUS_DIM),
+    "voicefilter": (embedder_id_of(VOICEFILTER_EMBEDDER), VOICEFILTER_DIM),
+}
+DEFAULT_EMBEDDER_ID, EMBEDDING_DIM = EMBEDDERS["campplus"]
 # A style's mean moves by at most 1/_MAX_WEIGHT per new sample, so it can follow a voice that
 # changes slowly instead of freezing after hundreds of samples.
 _MAX_WEIGHT = 50
@@ -70,7 +78,7 @@ _UNKNOWN_PREFIX = "unknown_"
 
 
 class EnrollmentBankError(RuntimeError):
-    """The bank file is unreadable, corrupt, or from another embedder (left untouched)."""
+    """The bank file is unreadable or corrupt (left untouched)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,10 +195,13 @@ class EnrollmentBank:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EnrollmentBank:
+        embedder_id, dim = EMBEDDERS[settings.speaker_embedder]
         return cls(
             settings.enrollment_dir,
             match_threshold=settings.speaker_match_threshold,
             novel_style_distance=settings.speaker_novel_style_distance,
+            dim=dim,
+            embedder_id=embedder_id,
         )
 
     # ------------------------------------------------------------------ persistence
@@ -202,7 +213,11 @@ class EnrollmentBank:
         except (OSError, UnicodeDecodeError) as exc:
             raise EnrollmentBankError(f"cannot read enrollment bank {self.path}: {exc}") from exc
         try:
-            self._persons = self._parse(json.loads(text))
+            data = json.loads(text)
+            if self._from_other_embedder(data):
+                self._set_aside(data)
+                return
+            self._persons = self._parse(data)
         except (ValueError, TypeError, KeyError, AttributeError, binascii.Error) as exc:
             raise EnrollmentBankError(
                 f"enrollment bank {self.path} is corrupt ({type(exc).__name__}: {exc}); it was "
@@ -216,18 +231,51 @@ class EnrollmentBank:
             styles=sum(len(s) for s in self._persons.values()),
         )
 
-    def _parse(self, data: Any) -> dict[str, list[_Style]]:
+    def _from_other_embedder(self, data: Any) -> bool:
+        """A well-formed bank whose vectors another speaker embedder made."""
         if not isinstance(data, dict):
             raise ValueError("top level is not an object")
         if data.get("schema_version") != SCHEMA_VERSION:
             raise ValueError(f"unsupported schema_version {data.get('schema_version')!r}")
-        if data.get("embedder") != self.embedder_id or data.get("dim") != self.dim:
+        embedder, dim = data.get("embedder"), data.get("dim")
+        if not isinstance(embedder, str) or not embedder or not isinstance(dim, int):
+            raise ValueError("the bank does not say which speaker embedder made it")
+        return embedder != self.embedder_id or dim != self.dim
+
+    def _set_aside(self, data: dict[str, Any]) -> None:
+        """Rename another embedder's bank out of the way (intact) and start empty."""
+        other = str(data["embedder"])
+        tag = re.sub(r"[^A-Za-z0-9.=-]+", "_", other.split(":", 1)[0])[:60] or "other"
+        target = self.directory / f"enrollment.{tag}.json"
+        n = 1
+        while target.exists():
+            n += 1
+            target = self.directory / f"enrollment.{tag}.{n}.json"
+        try:
+            os.rename(self.path, target)
+        except OSError as exc:
             raise EnrollmentBankError(
-                f"enrollment bank {self.path} was made with speaker embedder "
-                f"{data.get('embedder')!r} (dim {data.get('dim')!r}), but this pipeline uses "
-                f"{self.embedder_id!r} (dim {self.dim}); its voiceprints cannot be compared. "
-                "It was left untouched: move it aside and enroll everyone again"
-            )
+                f"enrollment bank {self.path} was made with speaker embedder {other!r}, not "
+                f"{self.embedder_id!r}, and could not be moved aside ({exc}); move it yourself"
+            ) from exc
+        log.warning(
+            "enrollment_bank_set_aside",
+            path=str(target),
+            persons=len(data.get("persons") or {}),
+            bank_embedder=other,
+            bank_dim=data.get("dim"),
+            embedder=self.embedder_id,
+            dim=self.dim,
+            message=(
+                "the enrollment bank was made with another speaker embedder, whose voiceprints "
+                "cannot be compared with this one's: it was renamed aside unchanged and an "
+                "empty bank started (everyone must enroll again). To go back, set "
+                f"speaker_embedder to the old embedder and rename {target.name} to "
+                f"{BANK_FILENAME}"
+            ),
+        )
+
+    def _parse(self, data: Any) -> dict[str, list[_Style]]:
         persons: dict[str, list[_Style]] = {}
         seen: set[str] = set()
         for name, entry in data["persons"].items():

@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import soxr
 
-from audio_pipeline.bundled import BundledFile, verified_path
+from audio_pipeline.bundled import BundledFile, embedder_id_of, verified_path
+from audio_pipeline.speakers.clustering import ClusteringParams
 from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
@@ -181,6 +182,8 @@ class OnnxSpeakerEmbedder:
 
     dim = EMBEDDING_DIM
     min_duration_s = MIN_DURATION_S
+    clustering = ClusteringParams()  # the clustering defaults were set for these d-vectors
+    embedder_id = embedder_id_of(VOICEFILTER_EMBEDDER)
 
     def __init__(self, *, threads: int | None = None, model: BundledFile | None = None) -> None:
         # One or two intra-op threads: the LSTM gains little beyond two, and the pipeline runs
