@@ -40,11 +40,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-import soxr
 
 from audio_pipeline.bundled import CAMPPLUS_MODEL, BundledFile, embedder_id_of, verified_path
 from audio_pipeline.speakers.clustering import ClusteringParams
-from audio_pipeline.speakers.onnx_embedder import AudioTooShortError
+from audio_pipeline.speakers.onnx_embedder import AudioTooShortError, speech_samples
 from audio_pipeline.speakers.torch_zip import load_state_dict
 from her_os_shared.logging import get_logger
 
@@ -423,18 +422,7 @@ class CamPlusPlusEmbedder:
         """(len(segments), dim) unit-norm embeddings; equal-length segments run batched."""
         feats: list[np.ndarray] = []
         for seg in segments:
-            x = np.asarray(seg, dtype=np.float32)
-            if x.ndim != 1:
-                raise ValueError(f"speaker embedding needs mono samples, got shape {x.shape}")
-            if not np.isfinite(x).all():
-                raise ValueError("speaker embedding needs finite samples (NaN or inf found)")
-            if sample_rate != SAMPLE_RATE:
-                x = soxr.resample(x, sample_rate, SAMPLE_RATE).astype(np.float32)
-            if x.size < MIN_DURATION_S * SAMPLE_RATE:
-                raise AudioTooShortError(
-                    f"{x.size / SAMPLE_RATE:.2f} s of audio is too short for a speaker "
-                    f"embedding (minimum {MIN_DURATION_S} s)"
-                )
+            x = speech_samples(seg, sample_rate, MIN_DURATION_S)
             feats.append(features(x))
         out = np.zeros((len(feats), self.dim), dtype=np.float32)
         if not feats:

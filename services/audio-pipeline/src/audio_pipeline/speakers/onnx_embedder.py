@@ -78,6 +78,24 @@ class AudioTooShortError(ValueError):
     """The audio is shorter than the embedder's minimum (`MIN_DURATION_S`)."""
 
 
+def speech_samples(samples: np.ndarray, sample_rate: int, min_duration_s: float) -> np.ndarray:
+    """Checked mono float32 16 kHz samples for a speaker embedder (resampled if needed);
+    ValueError for non-mono or non-finite input, AudioTooShortError below `min_duration_s`."""
+    x = np.asarray(samples, dtype=np.float32)
+    if x.ndim != 1:
+        raise ValueError(f"speaker embedding needs mono samples, got shape {x.shape}")
+    if not np.isfinite(x).all():
+        raise ValueError("speaker embedding needs finite samples (NaN or inf found)")
+    if sample_rate != SAMPLE_RATE:
+        x = soxr.resample(x, sample_rate, SAMPLE_RATE).astype(np.float32)
+    if x.size < min_duration_s * SAMPLE_RATE:
+        raise AudioTooShortError(
+            f"{x.size / SAMPLE_RATE:.2f} s of audio is too short for a speaker "
+            f"embedding (minimum {min_duration_s} s)"
+        )
+    return x
+
+
 def _hz_to_mel(hz: np.ndarray) -> np.ndarray:
     # Slaney scale (librosa's default, htk=False): linear below 1 kHz, logarithmic above.
     f_sp = 200.0 / 3
@@ -221,18 +239,7 @@ class OnnxSpeakerEmbedder:
         """(len(segments), dim) unit-norm d-vectors, with one batched encoder pass for all."""
         feats: list[np.ndarray] = []
         for seg in segments:
-            x = np.asarray(seg, dtype=np.float32)
-            if x.ndim != 1:
-                raise ValueError(f"speaker embedding needs mono samples, got shape {x.shape}")
-            if not np.isfinite(x).all():
-                raise ValueError("speaker embedding needs finite samples (NaN or inf found)")
-            if sample_rate != SAMPLE_RATE:
-                x = soxr.resample(x, sample_rate, SAMPLE_RATE).astype(np.float32)
-            if x.size < MIN_DURATION_S * SAMPLE_RATE:
-                raise AudioTooShortError(
-                    f"{x.size / SAMPLE_RATE:.2f} s of audio is too short for a speaker "
-                    f"embedding (minimum {MIN_DURATION_S} s)"
-                )
+            x = speech_samples(seg, sample_rate, MIN_DURATION_S)
             feats.append(_windows_of(log_mel(normalise_level(x))))
         if not feats:
             return np.zeros((0, self.dim), dtype=np.float32)
