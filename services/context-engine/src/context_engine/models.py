@@ -104,6 +104,10 @@ class Segment(Base):
 
 
 class Entity(Base):
+    """A person, place, promise… the memory knows. The aggregates (first_seen, last_seen,
+    episode_count, confidence) are recomputed from the current mentions after every
+    extraction run (entity_store.py)."""
+
     __tablename__ = "entities"
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
@@ -113,9 +117,14 @@ class Entity(Base):
     canonical_name: Mapped[str] = mapped_column(Text)
     confidence: Mapped[float] = mapped_column(Float, server_default="0")
     properties: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default="{}")
+    # open | private | sensitive: the most restrictive any mention was given.
+    sensitivity: Mapped[str] = mapped_column(Text, server_default="open")
     first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # Sessions with a current mention (0: only older extractor versions mentioned it).
     episode_count: Mapped[int] = mapped_column(Integer, server_default="1")
+    # When a fact about it was last invalidated by a newer one (entity_contradictions).
+    contradicted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (
         UniqueConstraint("type", "canonical_name", name="uq_entities_type_canonical_name"),
@@ -124,6 +133,9 @@ class Entity(Base):
 
 
 class EntityMention(Base):
+    """Where an extractor found an entity. `current` is false for the output of an older
+    extractor version (kept as history) — only current mentions count."""
+
     __tablename__ = "entity_mentions"
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
@@ -131,10 +143,16 @@ class EntityMention(Base):
         BigInteger, ForeignKey("entities.id", ondelete="CASCADE")
     )
     session_id: Mapped[str] = mapped_column(Text)
-    segment_id: Mapped[str] = mapped_column(Text)
+    # None when no segment shares a word with the evidence (the mention is the session's).
+    segment_id: Mapped[str | None] = mapped_column(Text)
+    name: Mapped[str] = mapped_column(Text, server_default="")
     evidence: Mapped[str] = mapped_column(Text, server_default="")
     confidence: Mapped[float] = mapped_column(Float, server_default="0")
+    properties: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default="{}")
+    sensitivity: Mapped[str] = mapped_column(Text, server_default="open")
     extractor: Mapped[str] = mapped_column(Text)
+    extractor_version: Mapped[int] = mapped_column(Integer, server_default="1")
+    current: Mapped[bool] = mapped_column(Boolean, server_default="true")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
     __table_args__ = (
@@ -146,6 +164,81 @@ class EntityMention(Base):
         ),
         Index("ix_entity_mentions_entity_id", "entity_id"),
         Index("ix_entity_mentions_segment", "session_id", "segment_id"),
+        Index("ix_entity_mentions_session_extractor", "session_id", "extractor", "current"),
+    )
+
+
+class ExtractedRelationRow(Base):
+    """A relation an extractor found between two names, e.g. (Asha, spouse, Priya): what the
+    graph stage writes as an edge. Versioned like mentions."""
+
+    __tablename__ = "extracted_relations"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(
+        Text, ForeignKey("sessions.session_id", ondelete="CASCADE")
+    )
+    segment_id: Mapped[str | None] = mapped_column(Text)
+    subject: Mapped[str] = mapped_column(Text)
+    predicate: Mapped[str] = mapped_column(Text)
+    object: Mapped[str] = mapped_column(Text)
+    confidence: Mapped[float] = mapped_column(Float, server_default="0")
+    evidence: Mapped[str] = mapped_column(Text, server_default="")
+    extractor: Mapped[str] = mapped_column(Text)
+    extractor_version: Mapped[int] = mapped_column(Integer, server_default="1")
+    current: Mapped[bool] = mapped_column(Boolean, server_default="true")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+    __table_args__ = (
+        Index("ix_extracted_relations_session", "session_id", "extractor", "current"),
+    )
+
+
+class ExtractionRun(Base):
+    """One extraction of one session by one extractor version (the history)."""
+
+    __tablename__ = "extraction_runs"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(
+        Text, ForeignKey("sessions.session_id", ondelete="CASCADE")
+    )
+    extractor: Mapped[str] = mapped_column(Text)
+    extractor_version: Mapped[int] = mapped_column(Integer)
+    input_fingerprint: Mapped[str] = mapped_column(Text)
+    segments_count: Mapped[int] = mapped_column(Integer, server_default="0")
+    entities_count: Mapped[int] = mapped_column(Integer, server_default="0")
+    relations_count: Mapped[int] = mapped_column(Integer, server_default="0")
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now()
+    )
+
+    __table_args__ = (Index("ix_extraction_runs_session", "session_id", "finished_at"),)
+
+
+class EntityContradiction(Base):
+    """A fact about an entity that a newer fact invalidated in the graph (invalid_at set
+    there, nothing deleted): which fact, when, and what replaced it."""
+
+    __tablename__ = "entity_contradictions"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    entity_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("entities.id", ondelete="CASCADE")
+    )
+    fact_uuid: Mapped[str] = mapped_column(Text)
+    fact: Mapped[str] = mapped_column(Text)
+    predicate: Mapped[str] = mapped_column(Text)
+    invalid_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    invalidated_by: Mapped[str] = mapped_column(Text)
+    session_id: Mapped[str] = mapped_column(Text)
+    detected_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now()
+    )
+
+    __table_args__ = (
+        UniqueConstraint("entity_id", "fact_uuid", name="uq_entity_contradictions_entity_fact"),
     )
 
 

@@ -141,6 +141,7 @@ class Retriever:
                     .where(
                         EntityMention.session_id.in_({s for s, _ in keys}),
                         EntityMention.segment_id.in_({g for _, g in keys}),
+                        EntityMention.current,
                     )
                     .distinct()
                 )

@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 from contextlib import suppress
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from context_engine.bm25 import Bm25Leg
 from context_engine.config import Settings
 from context_engine.db import Databases, create_databases, ping
+from context_engine.extraction import SessionStages, make_extractor
 from context_engine.ingest import Ingestor
 from context_engine.jobs import JobQueue, run_forever
 from context_engine.migrate import migrate_until_done
@@ -19,6 +21,9 @@ from context_engine.retrieve import Retriever
 from context_engine.search_index import Changes, SegmentSearchIndex
 from context_engine.watcher import TranscriptWatcher
 from her_os_shared.logging import get_logger
+
+if TYPE_CHECKING:
+    from context_engine.graph import KnowledgeGraph
 
 log = get_logger(__name__)
 
@@ -30,7 +35,16 @@ class Runtime:
         self.settings = settings
         self.db: Databases = create_databases(settings)
         self.recorder = EventRecorder(self.db.events)
-        self.jobs = JobQueue(settings, self.db.main, self.recorder)
+        # The graph is optional (no URL = none): extraction still fills PostgreSQL.
+        self.graph: KnowledgeGraph | None = None
+        if settings.graph_url:
+            from context_engine.graph import KnowledgeGraph  # graphiti is heavy: only if used
+
+            self.graph = KnowledgeGraph(settings)
+        self.session_stages = SessionStages(
+            settings, self.db.main, make_extractor(settings), self.graph, self.recorder
+        )
+        self.jobs = JobQueue(settings, self.db.main, self.recorder, self.session_stages)
         self.search_index = (
             SegmentSearchIndex(settings.search_index_dir, self.db.main)
             if settings.keyword_backend == "index"
@@ -89,6 +103,8 @@ class Runtime:
             )
         if self.search_index is not None:
             await self.search_index.open()
+        if self.graph is not None:
+            self._tasks.append(asyncio.create_task(self._open_graph(), name="graph-open"))
         await self.ingestor.load_offsets()
         # The watcher starts its observer before scanning the backlog (watcher.py).
         await self.watcher.start()
@@ -109,6 +125,22 @@ class Runtime:
             self._jobs_open = True
             return
 
+    async def _open_graph(self) -> None:
+        """Indices and constraints, retried until the graph server answers; graph jobs that
+        run before then fail and are retried by the queue."""
+        assert self.graph is not None
+        delay = 0.5
+        while True:
+            try:
+                await self.graph.open()
+            except Exception as exc:
+                log.warning("graph.open_retry", error=repr(exc)[:300], retry_in_s=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.settings.migrate_retry_max_s)
+                continue
+            log.info("graph.open", backend=self.settings.graph_backend)
+            return
+
     async def stop(self) -> None:
         """Stop everything, in bounded time even when PostgreSQL is gone."""
         self._stopping.set()
@@ -126,6 +158,15 @@ class Runtime:
                     await self.search_index.close()
             except Exception as exc:  # rebuilt at the next start (no clean marker)
                 log.warning("search_index.close_failed", error=repr(exc)[:300])
+        if self.graph is not None:
+            with suppress(Exception):
+                async with asyncio.timeout(STOP_TIMEOUT_S):
+                    await self.graph.close()
+        closing = getattr(self.session_stages.extractor, "aclose", None)
+        if closing is not None:  # the LLM extractor's HTTP clients
+            with suppress(Exception):
+                async with asyncio.timeout(STOP_TIMEOUT_S):
+                    await closing()
         if self._jobs_open:
             with suppress(Exception):
                 async with asyncio.timeout(STOP_TIMEOUT_S):

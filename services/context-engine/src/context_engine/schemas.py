@@ -38,9 +38,93 @@ class EntityOut(BaseModel):
     name: str
     confidence: float
     properties: dict[str, Any]
+    sensitivity: Literal["open", "private", "sensitive"]
     first_seen: datetime
     last_seen: datetime
+    # sessions with a current mention; 0 = only older extractor versions mentioned it
     episode_count: int
+    # when a fact about it was last invalidated by a newer one (None: never)
+    contradicted_at: datetime | None
+
+
+class MentionOut(BaseModel):
+    session_id: str
+    segment_id: str | None
+    name: str
+    evidence: str
+    confidence: float
+    properties: dict[str, Any]
+    sensitivity: str
+    extractor: str
+    extractor_version: int
+    created_at: datetime
+    segment_text: str | None
+    speaker: str | None
+    spoken_at: datetime | None
+
+
+class ContradictionOut(BaseModel):
+    fact_uuid: str
+    fact: str
+    predicate: str
+    invalid_at: datetime
+    invalidated_by: str
+    session_id: str
+    detected_at: datetime
+
+
+class EntityDetail(EntityOut):
+    mentions: list[MentionOut]
+    history_mentions: int  # mentions by older extractor versions, kept as history
+    contradictions: list[ContradictionOut]
+
+
+class FactSource(BaseModel):
+    """A segment a fact was said in."""
+
+    session_id: str
+    segment_id: str
+    speaker: str | None
+    text: str | None
+    spoken_at: datetime | None
+
+
+class FactOut(BaseModel):
+    uuid: str
+    subject: str
+    subject_uuid: str
+    predicate: str
+    object: str
+    object_uuid: str
+    fact: str
+    valid_at: datetime | None
+    invalid_at: datetime | None
+    created_at: datetime
+    expired_at: datetime | None
+    episodes: list[str]
+    attributes: dict[str, Any]
+    sources: list[FactSource]
+
+
+class GraphNodeOut(BaseModel):
+    uuid: str
+    name: str
+    labels: list[str]
+    summary: str
+    attributes: dict[str, Any]
+    created_at: datetime | None
+
+
+class GraphEntityResponse(BaseModel):
+    entity: EntityOut
+    nodes: list[GraphNodeOut]  # the graph nodes of this entity (one, unless graphiti split it)
+    neighbours: list[GraphNodeOut]
+    facts: list[FactOut]
+
+
+class FactPage(BaseModel):
+    as_of: datetime
+    facts: list[FactOut]
 
 
 class EntityPage(BaseModel):
@@ -140,6 +224,14 @@ class StatsResponse(BaseModel):
     stages_failed: int
     jobs: dict[str, int]
     keyword_index: KeywordIndexState
+    extraction: ExtractionState
+
+
+class ExtractionState(BaseModel):
+    extractor: str  # "fast@1", "llm@1": the extractor new sessions go through
+    graph_backend: Literal["falkordb", "neo4j"] | None  # None: no graph configured
+    graph_mode: Literal["llm", "entities"] | None  # add_episode, or our own nodes and edges
+    graph_open: bool  # false while the graph server is unreachable (graph jobs retry)
 
 
 class KeywordIndexState(BaseModel):

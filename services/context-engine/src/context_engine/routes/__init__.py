@@ -6,12 +6,12 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 from pydantic import SecretStr
 
-from context_engine.routes import context, entities, ingest, jobs, sessions, stats
+from context_engine.routes import context, entities, graph, ingest, jobs, sessions, stats
 from her_os_shared.auth import AuthFailureHook, require_token
 
 
 def api_router(token: SecretStr | None, on_auth_failure: AuthFailureHook) -> APIRouter:
     router = APIRouter(prefix="/v1", dependencies=[Depends(require_token(token, on_auth_failure))])
-    for module in (context, entities, ingest, sessions, stats, jobs):
+    for module in (context, entities, graph, ingest, sessions, stats, jobs):
         router.include_router(module.router)
     return router

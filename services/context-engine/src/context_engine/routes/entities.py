@@ -1,16 +1,18 @@
-"""GET /v1/entities: the people, places and things the memory knows."""
+"""GET /v1/entities and /v1/entities/{id}: the people, places and things the memory knows."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, HTTPException, Path, Query
 
-from context_engine.entities import list_entities
+from context_engine.entities import get_entity, list_entities
 from context_engine.routes.deps import RuntimeDep
-from context_engine.schemas import EntityPage
+from context_engine.schemas import EntityDetail, EntityPage
 
 router = APIRouter(tags=["entities"])
+
+EntityId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 
 
 @router.get("/entities", response_model=EntityPage, summary="List entities")
@@ -19,11 +21,47 @@ async def get_entities(
     type: Annotated[
         str | None, Query(min_length=1, max_length=64, description="entity type filter")
     ] = None,
+    q: Annotated[
+        str | None, Query(min_length=1, max_length=200, description="name contains (any case)")
+    ] = None,
+    contradicted: Annotated[
+        bool | None,
+        Query(description="only entities with (true) / without (false) a contradicted fact"),
+    ] = None,
+    include_history: Annotated[
+        bool, Query(description="also entities only older extractor versions mentioned")
+    ] = False,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> EntityPage:
     async with runtime.db.main.connect() as conn:
-        items, total = await list_entities(conn, entity_type=type, limit=limit, offset=offset)
+        items, total = await list_entities(
+            conn,
+            entity_type=type,
+            limit=limit,
+            offset=offset,
+            query=q,
+            include_history=include_history,
+            contradicted=contradicted,
+        )
     return EntityPage.model_validate(
         {"entities": items, "total": total, "limit": limit, "offset": offset}
     )
+
+
+@router.get(
+    "/entities/{entity_id}",
+    response_model=EntityDetail,
+    summary="One entity with its mentions and contradicted facts",
+    responses={404: {"description": "no such entity"}},
+)
+async def get_one_entity(
+    runtime: RuntimeDep,
+    entity_id: EntityId,
+    mentions_limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> EntityDetail:
+    async with runtime.db.main.connect() as conn:
+        found = await get_entity(conn, entity_id, mentions_limit=mentions_limit)
+    if found is None:
+        raise HTTPException(status_code=404, detail=f"no entity {entity_id}")
+    return EntityDetail.model_validate(found)

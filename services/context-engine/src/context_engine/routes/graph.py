@@ -1,0 +1,117 @@
+"""The knowledge graph: an entity's neighbourhood, facts as of a time, graphiti search.
+`503` when no graph is configured (CONTEXT_ENGINE_GRAPH_URL) or it does not answer."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated
+
+from fastapi import APIRouter, HTTPException, Path, Query
+
+from context_engine import graph_view
+from context_engine.graph.base import GraphError
+from context_engine.routes.deps import RuntimeDep
+from context_engine.runtime import Runtime
+from context_engine.schemas import FactPage, GraphEntityResponse
+
+if TYPE_CHECKING:
+    from context_engine.graph.knowledge import KnowledgeGraph
+
+
+router = APIRouter(tags=["graph"])
+
+
+def _graph(runtime: Runtime) -> KnowledgeGraph:
+    graph = runtime.graph
+    if graph is None:
+        raise HTTPException(
+            status_code=503,
+            detail="no knowledge graph configured: set CONTEXT_ENGINE_GRAPH_URL",
+        )
+    if not graph.opened:
+        raise HTTPException(status_code=503, detail="the knowledge graph is not reachable yet")
+    return graph
+
+
+def _utc(when: datetime | None) -> datetime:
+    if when is None:
+        return datetime.now(UTC)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _unavailable(exc: GraphError) -> HTTPException:
+    return HTTPException(status_code=503, detail=f"the knowledge graph failed: {exc}"[:300])
+
+
+@router.get(
+    "/graph/entities/{entity_id}",
+    response_model=GraphEntityResponse,
+    summary="An entity's graph neighbourhood, with facts and where they were said",
+    responses={404: {"description": "no such entity"}, 503: {"description": "no graph"}},
+)
+async def entity_graph(
+    runtime: RuntimeDep,
+    entity_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
+    depth: Annotated[int, Query(ge=1, le=3)] = 1,
+    limit: Annotated[int, Query(ge=1, le=2000, description="facts at most")] = 500,
+) -> GraphEntityResponse:
+    graph = _graph(runtime)
+    try:
+        found = await graph_view.entity_graph(
+            runtime.db.main, graph, entity_id, depth=depth, limit=limit
+        )
+    except GraphError as exc:
+        raise _unavailable(exc) from exc
+    if found is None:
+        raise HTTPException(status_code=404, detail=f"no entity {entity_id}")
+    return GraphEntityResponse.model_validate(found)
+
+
+@router.get(
+    "/facts",
+    response_model=FactPage,
+    summary="What was true at a time",
+    responses={503: {"description": "no graph"}},
+)
+async def facts(
+    runtime: RuntimeDep,
+    as_of: Annotated[
+        datetime | None, Query(description="ISO time, default now (naive = UTC)")
+    ] = None,
+    subject: Annotated[
+        str | None, Query(min_length=1, max_length=200, description="facts about this name")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> FactPage:
+    graph = _graph(runtime)
+    when = _utc(as_of)
+    try:
+        items = await graph_view.facts_as_of(
+            runtime.db.main, graph, when, subject=subject, limit=limit
+        )
+    except GraphError as exc:
+        raise _unavailable(exc) from exc
+    return FactPage.model_validate({"as_of": when, "facts": items})
+
+
+@router.get(
+    "/graph/search",
+    response_model=FactPage,
+    summary="graphiti search over the facts (true as of a time)",
+    responses={503: {"description": "no graph"}},
+)
+async def graph_search(
+    runtime: RuntimeDep,
+    query: Annotated[str, Query(min_length=1, max_length=512)],
+    as_of: Annotated[datetime | None, Query(description="ISO time, default now")] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 10,
+) -> FactPage:
+    graph = _graph(runtime)
+    if not query.strip():
+        raise HTTPException(status_code=422, detail="query is blank")
+    when = _utc(as_of)
+    try:
+        items = await graph_view.search(runtime.db.main, graph, query, limit=limit, as_of=when)
+    except GraphError as exc:
+        raise _unavailable(exc) from exc
+    return FactPage.model_validate({"as_of": when, "facts": items})

@@ -1,0 +1,399 @@
+"""The no-LLM graph writer on a real FalkorDB: graphiti's schema, idempotency, cross-session
+entity resolution, supersession (pair-scoped, order-independent, nothing deleted)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from falkordb_harness import cypher, episode
+
+from context_engine.extract.base import Extraction
+from context_engine.extract.schema import ExtractedEntity, ExtractedRelation
+from context_engine.graph import KnowledgeGraph
+from context_engine.graph.supersede import TimelineFact, group_of, resolve_timeline
+
+# The FalkorDB fixtures; the root conftest may register the plugin as well.
+pytest_plugins = ["falkordb_harness"]
+
+
+pytest_plugins = ["falkordb_harness"]
+
+T1 = datetime(2024, 3, 1, 10, 0, tzinfo=UTC)
+T2 = T1 + timedelta(days=3)
+T3 = T1 + timedelta(days=10)
+
+
+def rel(s: str, p: str, o: str, segment: str, conf: float = 0.85) -> ExtractedRelation:
+    return ExtractedRelation(s, p, o, conf, evidence=f"{s} {p} {o}", segment_id=segment)
+
+
+def person(name: str, segment: str | None = None) -> ExtractedEntity:
+    return ExtractedEntity("person", name, 0.9, evidence=name, segment_id=segment)
+
+
+async def counts(graph: KnowledgeGraph) -> dict[str, int]:
+    async def one(query: str) -> int:
+        return int((await cypher(graph, query))[0]["n"])
+
+    return {
+        "entities": await one("MATCH (n:Entity) RETURN count(n) AS n"),
+        "episodes": await one("MATCH (n:Episodic) RETURN count(n) AS n"),
+        "facts": await one("MATCH ()-[e:RELATES_TO]->() RETURN count(e) AS n"),
+        "mentions": await one("MATCH ()-[e:MENTIONS]->() RETURN count(e) AS n"),
+    }
+
+
+async def edge(graph: KnowledgeGraph, uuid: str) -> dict[str, object]:
+    rows = await cypher(
+        graph,
+        "MATCH ()-[e:RELATES_TO {uuid: $uuid}]->() RETURN e.fact AS fact, "
+        "e.valid_at AS valid_at, e.invalid_at AS invalid_at, e.expired_at AS expired_at, "
+        "e.invalidated_by AS invalidated_by",
+        uuid=uuid,
+    )
+    assert len(rows) == 1
+    return rows[0]
+
+
+async def facts_named(graph: KnowledgeGraph, fact: str) -> list[dict[str, object]]:
+    return await cypher(
+        graph,
+        "MATCH ()-[e:RELATES_TO {fact: $fact}]->() RETURN e.uuid AS uuid, "
+        "e.invalid_at AS invalid_at, e.invalidated_by AS invalidated_by",
+        fact=fact,
+    )
+
+
+# --- the timeline rule itself (no database) ---
+
+
+def tf(uuid: str, name: str, day: int, created: int = 0) -> TimelineFact:
+    return TimelineFact(
+        uuid,
+        "a",
+        "b",
+        name,
+        T1 + timedelta(days=day),
+        T1 + timedelta(seconds=created),
+        None,
+        None,
+    )
+
+
+def test_timeline_newer_fact_of_another_state_ends_the_older() -> None:
+    group = group_of("LIKES")
+    assert group is not None
+    verdicts = resolve_timeline(
+        [tf("like", "LIKES", 0), tf("love", "LOVES", 1), tf("avoid", "AVOIDS", 2)], group
+    )
+    # a restatement in the same state (loves) ends nothing; avoids ends both
+    assert verdicts["like"].invalidated_by == "avoid"
+    assert verdicts["love"].invalid_at == T1 + timedelta(days=2)
+    assert verdicts["avoid"].invalid_at is None
+
+
+def test_timeline_is_independent_of_arrival_order() -> None:
+    group = group_of("likes")
+    assert group is not None
+    facts = [tf("avoid", "AVOIDS", 2, created=1), tf("like", "LIKES", 0, created=2)]
+    assert resolve_timeline(facts, group)["like"].invalidated_by == "avoid"
+    assert resolve_timeline(reversed(facts), group)["like"].invalidated_by == "avoid"
+
+
+def test_timeline_tie_goes_to_the_later_written_fact() -> None:
+    group = group_of("SPOUSE")
+    assert group is not None
+    verdicts = resolve_timeline(
+        [tf("ex", "EX_SPOUSE", 1, created=5), tf("wed", "SPOUSE", 1, created=1)], group
+    )
+    assert verdicts["wed"].invalidated_by == "ex" and verdicts["ex"].invalid_at is None
+
+
+def test_foreign_invalidation_is_left_alone() -> None:
+    group = group_of("LIKES")
+    assert group is not None
+    ended_elsewhere = tf("like", "LIKES", 0)
+    ended_elsewhere.invalid_at = T1 + timedelta(days=1)  # set by graphiti's LLM, not by us
+    verdicts = resolve_timeline([ended_elsewhere, tf("avoid", "AVOIDS", 2)], group)
+    assert "like" not in verdicts
+
+
+# --- on FalkorDB ---
+
+
+@pytest.mark.platform
+async def test_written_objects_are_graphitis_own(knowledge_graph: KnowledgeGraph) -> None:
+    from graphiti_core.edges import EntityEdge
+    from graphiti_core.nodes import EntityNode, EpisodicNode
+
+    ep = episode("s1", T1, [("Asha", "My wife Priya is lovely.")])
+    write = await knowledge_graph.write_extraction(
+        ep,
+        Extraction([person("Priya", "s1-0")], [rel("Asha", "spouse", "Priya", "s1-0")]),
+        "fast@1",
+    )
+    driver = knowledge_graph.graphiti.driver
+    episode_node = await EpisodicNode.get_by_uuid(driver, write.episode_uuid)
+    assert episode_node.name == "session-s1" and episode_node.valid_at == T1
+    assert episode_node.content == "Asha: My wife Priya is lovely."
+    assert episode_node.group_id == knowledge_graph.group_id
+    [fact_uuid] = episode_node.entity_edges
+    fact = await EntityEdge.get_by_uuid(driver, fact_uuid)
+    assert fact.name == "SPOUSE" and fact.fact == "Asha's spouse is Priya"
+    assert fact.valid_at == T1 and fact.episodes == [write.episode_uuid]
+    assert fact.attributes["segment_id"] == "s1-0" and fact.attributes["session_id"] == "s1"
+    assert fact.attributes["extractor"] == "fast@1"
+    priya = await EntityNode.get_by_uuid(driver, fact.target_node_uuid)
+    assert priya.name == "Priya" and "Person" in priya.labels
+    assert priya.attributes["type"] == "person" and priya.attributes["canonical_name"] == "priya"
+    await priya.load_name_embedding(driver)
+    assert priya.name_embedding is not None and len(priya.name_embedding) == 384
+
+
+@pytest.mark.platform
+async def test_writing_a_session_twice_changes_nothing(knowledge_graph: KnowledgeGraph) -> None:
+    ep = episode("s1", T1, [("Asha", "My wife Priya likes tea."), ("Priya", "I'll call mom.")])
+    extraction = Extraction(
+        [
+            person("Priya", "s1-0"),
+            ExtractedEntity(
+                "promise", "I'll call mom", 0.8, properties={"speaker": "Priya"}, segment_id="s1-1"
+            ),
+        ],
+        [rel("Asha", "spouse", "Priya", "s1-0"), rel("Priya", "likes", "tea", "s1-0")],
+    )
+    first = await knowledge_graph.write_extraction(ep, extraction, "fast@1")
+    before = await counts(knowledge_graph)
+    created = await cypher(
+        knowledge_graph, "MATCH ()-[e:RELATES_TO]->() RETURN e.uuid AS u, e.created_at AS c"
+    )
+    second = await knowledge_graph.write_extraction(ep, extraction, "fast@1")
+    assert await counts(knowledge_graph) == before
+    assert before == {"entities": 4, "episodes": 1, "facts": 3, "mentions": 4}
+    assert (first.episode_uuid, first.nodes, first.edges) == (
+        second.episode_uuid,
+        second.nodes,
+        second.edges,
+    )
+    again = await cypher(
+        knowledge_graph, "MATCH ()-[e:RELATES_TO]->() RETURN e.uuid AS u, e.created_at AS c"
+    )
+    assert sorted(map(str, again), key=str) == sorted(map(str, created), key=str)
+    promised = await facts_named(knowledge_graph, "Priya promised: I'll call mom")
+    assert len(promised) == 1
+
+
+@pytest.mark.platform
+async def test_rewrite_replaces_the_sessions_own_output(knowledge_graph: KnowledgeGraph) -> None:
+    ep = episode("s1", T1, [("Asha", "My friend Ravi and my wife Priya.")])
+    await knowledge_graph.write_extraction(
+        ep,
+        Extraction(
+            [person("Ravi"), person("Priya")],
+            [rel("Asha", "friend", "Ravi", "s1-0"), rel("Asha", "spouse", "Priya", "s1-0")],
+        ),
+        "fast@1",
+    )
+    # a new extractor version no longer finds Ravi
+    await knowledge_graph.write_extraction(
+        ep, Extraction([person("Priya")], [rel("Asha", "spouse", "Priya", "s1-0")]), "fast@2"
+    )
+    assert await knowledge_graph.find_entity_nodes("Ravi") == []
+    assert await counts(knowledge_graph) == {
+        "entities": 2,
+        "episodes": 1,
+        "facts": 1,
+        "mentions": 2,
+    }
+
+
+@pytest.mark.platform
+async def test_same_person_in_two_sessions_is_one_node(knowledge_graph: KnowledgeGraph) -> None:
+    await knowledge_graph.write_extraction(
+        episode("s1", T1, [("Asha", "Priya called.")]), Extraction([person("Priya", "s1-0")]), "f@1"
+    )
+    await knowledge_graph.write_extraction(
+        episode("s2", T2, [("Asha", "PRIYA  is here.")]),
+        Extraction([person("PRIYA ", "s2-0")], [rel("Asha", "spouse", "priya", "s2-0")]),
+        "f@1",
+    )
+    nodes = await knowledge_graph.find_entity_nodes("priya")
+    assert [n.name for n in nodes] == ["Priya"]  # one node, first spelling kept
+    mentions = await cypher(
+        knowledge_graph,
+        "MATCH (ep:Episodic)-[:MENTIONS]->(n:Entity {uuid: $uuid}) RETURN ep.name AS name",
+        uuid=nodes[0].uuid,
+    )
+    assert sorted(r["name"] for r in mentions) == ["session-s1", "session-s2"]
+    # the speaker named in a relation is a person node too, and the same across sessions
+    assert len(await knowledge_graph.find_entity_nodes("asha", type="person")) == 1
+
+
+@pytest.mark.platform
+async def test_newer_fact_supersedes_older_between_the_same_nodes_only(
+    knowledge_graph: KnowledgeGraph,
+) -> None:
+    s1 = episode("s1", T1, [("Asha", "I like coffee."), ("Bob", "I like coffee too.")])
+    first = await knowledge_graph.write_extraction(
+        s1,
+        Extraction(
+            [], [rel("Asha", "likes", "coffee", "s1-0"), rel("Bob", "likes", "coffee", "s1-1")]
+        ),
+        "f@1",
+    )
+    assert first.invalidated == []
+    s2 = episode("s2", T2, [("Asha", "I avoid coffee now.")])
+    second = await knowledge_graph.write_extraction(
+        s2, Extraction([], [rel("Asha", "avoids", "coffee", "s2-0")]), "f@1"
+    )
+    [ended] = second.invalidated
+    assert (ended.fact, ended.predicate, ended.subject, ended.object) == (
+        "Asha likes coffee",
+        "LIKES",
+        "Asha",
+        "coffee",
+    )
+    assert ended.invalid_at == T2 and ended.session_id == "s1" and ended.segment_id == "s1-0"
+    assert ended.invalidated_by_session == "s2"
+    [avoids] = await facts_named(knowledge_graph, "Asha avoids coffee")
+    assert ended.invalidated_by == avoids["uuid"]
+    stored = await edge(knowledge_graph, ended.fact_uuid)
+    assert stored["invalid_at"] == T2.isoformat() and stored["expired_at"] is not None
+    assert stored["invalidated_by"] == avoids["uuid"]
+    # nothing deleted; Bob's fact (other nodes) untouched
+    assert (await counts(knowledge_graph))["facts"] == 3
+    [bob] = await facts_named(knowledge_graph, "Bob likes coffee")
+    assert bob["invalid_at"] is None
+    assert avoids["invalid_at"] is None
+
+
+@pytest.mark.platform
+async def test_older_fact_arriving_late_is_written_already_invalidated(
+    knowledge_graph: KnowledgeGraph,
+) -> None:
+    await knowledge_graph.write_extraction(
+        episode("s2", T2, [("Asha", "I avoid coffee.")]),
+        Extraction([], [rel("Asha", "avoids", "coffee", "s2-0")]),
+        "f@1",
+    )
+    late = await knowledge_graph.write_extraction(
+        episode("s1", T1, [("Asha", "I like coffee.")]),
+        Extraction([], [rel("Asha", "likes", "coffee", "s1-0")]),
+        "f@1",
+    )
+    [ended] = late.invalidated
+    assert ended.fact == "Asha likes coffee" and ended.invalid_at == T2
+    assert ended.session_id == "s1" and ended.invalidated_by_session == "s2"
+    [avoids] = await facts_named(knowledge_graph, "Asha avoids coffee")
+    assert avoids["invalid_at"] is None
+
+
+@pytest.mark.platform
+async def test_symmetric_relations_match_either_direction(knowledge_graph: KnowledgeGraph) -> None:
+    await knowledge_graph.write_extraction(
+        episode("s1", T1, [("Asha", "My husband Ravi.")]),
+        Extraction([], [rel("Asha", "spouse", "Ravi", "s1-0")]),
+        "f@1",
+    )
+    write = await knowledge_graph.write_extraction(
+        episode("s2", T3, [("Ravi", "Asha is my ex-wife now.")]),
+        Extraction([], [rel("Ravi", "ex spouse", "Asha", "s2-0")]),
+        "f@1",
+    )
+    assert [f.fact for f in write.invalidated] == ["Asha's spouse is Ravi"]
+    assert write.invalidated[0].invalid_at == T3
+
+
+@pytest.mark.platform
+async def test_restating_a_fact_does_not_invalidate_it(knowledge_graph: KnowledgeGraph) -> None:
+    for sid, when, predicate in (("s1", T1, "likes"), ("s2", T2, "loves"), ("s3", T3, "likes")):
+        write = await knowledge_graph.write_extraction(
+            episode(sid, when, [("Asha", "coffee!")]),
+            Extraction([], [rel("Asha", predicate, "coffee", f"{sid}-0")]),
+            "f@1",
+        )
+        assert write.invalidated == []
+
+
+@pytest.mark.platform
+async def test_removing_the_newer_fact_reinstates_the_older(
+    knowledge_graph: KnowledgeGraph,
+) -> None:
+    await knowledge_graph.write_extraction(
+        episode("s1", T1, [("Asha", "I like coffee.")]),
+        Extraction([], [rel("Asha", "likes", "coffee", "s1-0")]),
+        "f@1",
+    )
+    s2 = episode("s2", T2, [("Asha", "I avoid coffee.")])
+    write = await knowledge_graph.write_extraction(
+        s2, Extraction([], [rel("Asha", "avoids", "coffee", "s2-0")]), "f@1"
+    )
+    ended = write.invalidated[0].fact_uuid
+    # re-extraction of s2 finds no such relation: the older fact is valid again
+    again = await knowledge_graph.write_extraction(s2, Extraction(), "f@2")
+    assert again.reinstated == [ended]
+    stored = await edge(knowledge_graph, ended)
+    assert stored["invalid_at"] is None and stored["invalidated_by"] is None
+    assert await facts_named(knowledge_graph, "Asha avoids coffee") == []
+
+
+@pytest.mark.platform
+async def test_forget_session(knowledge_graph: KnowledgeGraph) -> None:
+    await knowledge_graph.write_extraction(
+        episode("s1", T1, [("Asha", "My wife Priya likes coffee.")]),
+        Extraction([person("Priya")], [rel("Priya", "likes", "coffee", "s1-0")]),
+        "f@1",
+    )
+    await knowledge_graph.write_extraction(
+        episode("s2", T2, [("Asha", "Priya avoids coffee. My friend Ravi.")]),
+        Extraction(
+            [person("Priya"), person("Ravi")],
+            [rel("Priya", "avoids", "coffee", "s2-0"), rel("Asha", "friend", "Ravi", "s2-0")],
+        ),
+        "f@1",
+    )
+    forgotten = await knowledge_graph.forget_session("s2")
+    assert len(forgotten.reinstated) == 1
+    assert await knowledge_graph.find_entity_nodes("Ravi") == []  # only s2 mentioned Ravi
+    assert len(await knowledge_graph.find_entity_nodes("Priya")) == 1  # s1 still does
+    assert await counts(knowledge_graph) == {
+        "entities": 2,
+        "episodes": 1,
+        "facts": 1,
+        "mentions": 2,
+    }
+
+
+@pytest.mark.platform
+async def test_pronouns_are_not_nodes_and_speakers_link_commitments(
+    knowledge_graph: KnowledgeGraph,
+) -> None:
+    ep = episode("s1", T1, [("Asha", "Her brother Arjun visits. I decided to move.")])
+    extraction = Extraction(
+        [
+            person("Arjun", "s1-0"),
+            ExtractedEntity("decision", "I decided to move", 0.85, segment_id="s1-0"),
+        ],
+        [rel("her", "sibling", "Arjun", "s1-0")],
+    )
+    write = await knowledge_graph.write_extraction(ep, extraction, "f@1")
+    assert await knowledge_graph.find_entity_nodes("her") == []
+    assert write.edges == 1  # the decision, linked from its segment's speaker
+    [decided] = await facts_named(knowledge_graph, "Asha decided: I decided to move")
+    assert decided["invalid_at"] is None
+    [node] = await knowledge_graph.find_entity_nodes("I decided to move", type="decision")
+    assert node.labels == ["Decision"]
+
+
+@pytest.mark.platform
+async def test_sensitivity_keeps_the_most_sensitive(knowledge_graph: KnowledgeGraph) -> None:
+    sensitive = ExtractedEntity("person", "Dr Rao", 0.9, sensitivity="sensitive")
+    await knowledge_graph.write_extraction(
+        episode("s1", T1, [("Asha", "Dr Rao")]), Extraction([sensitive]), "f@1"
+    )
+    await knowledge_graph.write_extraction(
+        episode("s2", T2, [("Asha", "Dr Rao")]), Extraction([person("Dr Rao")]), "f@1"
+    )
+    [node] = await knowledge_graph.find_entity_nodes("dr rao")
+    assert node.attributes["sensitivity"] == "sensitive"
