@@ -10,7 +10,8 @@ help:
 	@echo "make up        set up if needed, then run the platform on embedded defaults (Ctrl-C stops)"
 	@echo "make test      set up if needed, then run every test (lint, Python, dashboard)"
 	@echo "make down | status | logs    control a running platform"
-	@echo "make bench-extract   fast entity extractor: quality on DialogRE/LoCoMo, speed (~2 min)"
+	@echo "make bench | bench-audio | bench-extract    benchmarks (docs/benchmarks.md)"
+	@echo "make test-real-llm    opt-in proof against a real llama-server (slow the first time)"
 
 setup:
 	@scripts/bootstrap.sh

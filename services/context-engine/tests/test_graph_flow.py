@@ -194,3 +194,70 @@ async def test_a_graph_that_is_down_delays_only_the_graph_stage(
         assert {"Asha", "Priya", "Paris"} <= names
         r = await engine.get("/v1/facts")
         assert r.status_code == 503 and "not reachable" in r.json()["detail"]
+
+
+async def test_with_an_llm_the_llm_extractor_and_add_episode_write_the_session(
+    settings: Settings,
+) -> None:
+    """LLM configured (the scripted test double): extraction goes through the LLM extractor
+    and the graph through graphiti's add_episode — episode `session-{id}`, reference time the
+    session's start, the settings' group id."""
+    from scripted_llm_server import schema_name, scripted_llm_server
+
+    def answer(request: dict[str, Any]) -> Any:
+        if schema_name(request) == "memory_extraction":
+            return {
+                "entities": [
+                    {"segment_id": "l1-0", "type": "person", "name": "Priya",
+                     "evidence": "My wife Priya", "properties": [], "sensitivity": "private",
+                     "confidence": 0.95},
+                    {"segment_id": "l1-0", "type": "promise", "name": "pick Priya up",
+                     "evidence": "I'll pick her up", "properties": [{"key": "when",
+                     "value": "Friday"}], "sensitivity": "open", "confidence": 0.9},
+                ],
+                "relations": [
+                    {"segment_id": "l1-0", "subject": "Asha", "predicate": "spouse",
+                     "object": "Priya", "evidence": "My wife Priya", "confidence": 0.9},
+                ],
+            }  # fmt: skip
+        return None  # graphiti's own calls: the smallest answer valid against their schema
+
+    with scripted_llm_server() as llm:
+        llm.reply(answer)
+        with_llm = settings.model_copy(update={"llm_base_url": llm.url, "llm_model": "scripted"})
+        write(with_llm, "l1", DAY1, [("Asha", "My wife Priya lands Friday, I'll pick her up.")])
+        async for engine in start_engine(with_llm):
+            await eventually(lambda engine=engine: _opened(engine), "the graph to open")
+            await ingest(engine, "l1")
+            await engine.runtime.jobs.scan_idle()
+            await wait_graph(engine, "l1")
+
+            stats = (await engine.get("/v1/stats")).json()["extraction"]
+            assert stats["extractor"].startswith("llm@") and stats["graph_mode"] == "llm"
+            found = {
+                (e["type"], e["name"]): e
+                for e in (await engine.get("/v1/entities")).json()["entities"]
+            }
+            assert found[("person", "Priya")]["sensitivity"] == "private"
+            assert found[("promise", "pick Priya up")]["properties"]["when"] == "Friday"
+            relations = await query(engine, "SELECT subject, predicate, object, extractor"
+                                            " FROM extracted_relations")  # fmt: skip
+            assert relations == [
+                {"subject": "Asha", "predicate": "spouse", "object": "Priya", "extractor": "llm"}
+            ]
+            episodes = await _cypher(
+                engine,
+                "MATCH (e:Episodic) RETURN e.name AS name, e.group_id AS g, e.valid_at AS at",
+            )
+            assert [(e["name"], e["g"]) for e in episodes] == [
+                ("session-l1", settings.graph_group_id)
+            ]
+            assert str(episodes[0]["at"]).startswith("2025-06-01T10:00:00")
+    kinds = [schema_name(r) for r in llm.chat_requests()]
+    assert kinds[0] == "memory_extraction" and len(kinds) >= 2  # then graphiti's calls
+
+
+async def _cypher(engine: Engine, cypher: str) -> list[dict[str, Any]]:
+    from context_engine.graph.driver import run
+
+    return await run(engine.runtime.graph.graphiti.driver, cypher)
