@@ -101,3 +101,14 @@ class Settings(ServiceSettings):
     embed_api_key: SecretStr = SecretStr("not-needed")
     embed_model: str = "qwen3-embedding:0.6b"
     embed_dim: int = Field(default=1024, ge=8)
+
+    # --- vector index (vectors/) ---
+    # "edge": Qdrant Edge in process (qdrant-edge-py, HNSW), the embedded default, stored in
+    # `vector_dir`; "qdrant": a Qdrant server through qdrant-client (production).
+    vector_backend: Literal["edge", "qdrant"] = "edge"
+    vector_dir: Path = Path("data/vectors")
+    qdrant_url: str | None = None
+    qdrant_api_key: SecretStr | None = None
+    # Collections are named `{prefix}_{model}_{dim}`: a new embedding model fills a new one
+    # in the background while the old one keeps answering.
+    qdrant_collection_prefix: str = "her_os"

@@ -129,6 +129,8 @@ class Entity(Base):
     __table_args__ = (
         UniqueConstraint("type", "canonical_name", name="uq_entities_type_canonical_name"),
         Index("ix_entities_last_seen", "last_seen"),
+        # the graph leg looks entities up by the words of a query, whatever their type
+        Index("ix_entities_canonical_name", "canonical_name"),
     )
 
 
@@ -239,6 +241,48 @@ class EntityContradiction(Base):
 
     __table_args__ = (
         UniqueConstraint("entity_id", "fact_uuid", name="uq_entity_contradictions_entity_fact"),
+    )
+
+
+class VectorSpace(Base):
+    """One embedding space: a model and dimension, and the vector collection holding its
+    vectors. `building` while it is filled, `ready` once every active segment has a vector;
+    retrieval searches the newest ready space, so a new model fills in the background."""
+
+    __tablename__ = "vector_spaces"
+
+    space: Mapped[str] = mapped_column(Text, primary_key=True)  # the collection's name
+    model: Mapped[str] = mapped_column(Text)
+    dim: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(Text, server_default="building")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    ready_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class SegmentVector(Base):
+    """Which segment has a vector in which space, and of which text (a changed text — a fast
+    path segment rewritten — is embedded again)."""
+
+    __tablename__ = "segment_vectors"
+
+    session_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    segment_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    space: Mapped[str] = mapped_column(
+        Text, ForeignKey("vector_spaces.space", ondelete="CASCADE"), primary_key=True
+    )
+    text_sha: Mapped[str] = mapped_column(Text)
+    embedded_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now()
+    )
+
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["session_id", "segment_id"],
+            ["segments.session_id", "segments.segment_id"],
+            ondelete="CASCADE",
+            name="fk_segment_vectors_segment",
+        ),
+        Index("ix_segment_vectors_space", "space"),
     )
 
 
