@@ -227,7 +227,7 @@ async def test_context_returns_ingested_segments_with_their_shape(
     assert r.status_code == 200
     body = r.json()
     assert body["query"] == "fox" and body["hours_back"] is None
-    assert body["legs"] == ["bm25"] and body["degraded"] == []
+    assert body["legs"] == {"bm25": "ok", "graph": "ok"} and body["degraded"] == []
     (hit,) = body["results"]
     assert set(hit) == {
         "text",

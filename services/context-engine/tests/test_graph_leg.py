@@ -96,3 +96,14 @@ async def test_without_a_graph_mentions_still_answer(engine: Engine) -> None:
     # Newest mention first: k2's, then k1's (one mention per entity and session: the
     # extractor keeps an entity's best segment, ADR 0008).
     assert [c.segment_id for c in found] == ["k2-0", "k1-0"]
+
+
+async def test_context_finds_through_the_graph_what_keywords_miss(engine: Engine) -> None:
+    """A query for "Asha's wife" shares no keyword match with "My wife Priya…" (Asha is the
+    speaker, not a word of the text): the graph leg finds it through the spouse fact."""
+    later = (DAY2 + timedelta(days=1)).isoformat()
+    r = await engine.get("/v1/context", query="Asha's wife", as_of=later, limit=5)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["legs"] == {"bm25": "ok", "graph": "ok"} and body["degraded"] == []
+    assert {h["segment_id"] for h in body["results"]} >= {"k1-0"}

@@ -60,6 +60,21 @@ class Settings(ServiceSettings):
     keyword_backend: Literal["index", "postgres"] = "index"
     search_index_dir: Path = Path("data/search-index")
     context_default_limit: int = Field(default=5, ge=1, le=50)
+    # Legs of /v1/context, run concurrently, each under `leg_timeout_s`.
+    context_legs: tuple[Literal["bm25", "graph"], ...] = ("bm25", "graph")
+    leg_timeout_s: float = Field(default=2.0, gt=0)
+    # Fusion (retrieve.py): RRF constant; candidates asked of each leg when several run;
+    # temporal decay half-life relative to as_of (unset = none) and its evergreen floor;
+    # MMR lambda (1.0 = relevance only). Defaults are provisional until the LoCoMo benchmark
+    # (issue 6) measures them.
+    rrf_k: int = Field(default=60, ge=1)
+    candidate_pool: int = Field(default=50, ge=1, le=1000)
+    decay_half_life_days: float | None = Field(default=None, gt=0)
+    decay_floor: float = Field(default=0.5, ge=0, le=1)
+    mmr_lambda: float = Field(default=1.0, ge=0, le=1)
+    # Graph leg: entities recognised in a query, and facts read per entity.
+    graph_leg_entities: int = Field(default=5, ge=1, le=50)
+    graph_leg_facts: int = Field(default=50, ge=1, le=1000)
 
     # --- extraction (extract/) ---
     # "auto": the LLM extractor when an LLM server is configured (llm_base_url), else the

@@ -1,17 +1,23 @@
 """Retrieval for `/v1/context`: legs search, fusion ranks, results carry their entities.
 
-A leg (bm25.py now; the vector and graph legs with issue 6) returns scored candidates for a
-query "as of" a time. Legs run concurrently; a leg that fails is left out and named in
-`degraded` (one layer's failure degrades retrieval, never the whole answer). Adding a leg is
-adding it to the list: the route and the response do not change.
+A leg (bm25.py, graph_leg.py; the vector leg with the vector index) returns scored candidates
+for a query "as of" a time. Legs run concurrently, each under its own timeout; a leg that
+fails or is too slow is left out and its status says so (`legs: {"bm25": "ok",
+"graph": "timeout"}`): one layer's failure degrades retrieval, never the whole answer.
+
+Fusion (`fuse`): reciprocal rank fusion over the legs (k = `rrf_k`); then temporal decay
+relative to `as_of` (half-life `decay_half_life_days`, never below the evergreen floor
+`decay_floor`, so an old memory that is still the best match is not buried); then MMR over the
+pool (λ = `mmr_lambda`; 1.0 = relevance only) with word-overlap similarity between texts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -21,6 +27,8 @@ from context_engine.recorder import EventRecorder
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
+
+LegStatus = Literal["ok", "timeout", "error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,26 +62,89 @@ class AllLegsFailedError(RuntimeError):
 
 
 @dataclass(frozen=True, slots=True)
+class FusionParams:
+    rrf_k: int = 60
+    pool: int = 50  # candidates each leg is asked for when there are several legs
+    decay_half_life_days: float | None = None  # None: no temporal decay
+    decay_floor: float = 0.5  # the evergreen floor: decay never scales a score below this
+    mmr_lambda: float = 1.0  # 1.0: relevance only (MMR off)
+
+
+@dataclass(frozen=True, slots=True)
 class ContextResult:
     results: list[dict[str, Any]]
-    legs: list[str]
-    degraded: list[str]
+    legs: dict[str, LegStatus]
+
+    @property
+    def degraded(self) -> list[str]:
+        return [name for name, status in self.legs.items() if status != "ok"]
 
 
-def fuse(ranked: dict[str, list[Candidate]], limit: int) -> list[Candidate]:
-    """One leg: its own order and score. Several: reciprocal rank fusion (k=60), the score
-    being the fused one. (Issue 6 adds temporal decay and MMR here.)"""
+_WORDS = re.compile(r"\w+", re.UNICODE)
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w.casefold() for w in _WORDS.findall(text))
+
+
+def _similarity(a: frozenset[str], b: frozenset[str]) -> float:
+    return len(a & b) / len(a | b) if a and b else 0.0
+
+
+def decay(age_days: float, params: FusionParams) -> float:
+    """The temporal weight of a memory `age_days` old: 0.5 per half-life, floored."""
+    if params.decay_half_life_days is None:
+        return 1.0
+    return max(params.decay_floor, 0.5 ** (max(age_days, 0.0) / params.decay_half_life_days))
+
+
+def mmr(cands: list[Candidate], limit: int, lam: float) -> list[Candidate]:
+    """Maximal marginal relevance: repeatedly take the candidate with the best
+    lam * relevance - (1 - lam) * (highest similarity to one already taken)."""
+    if lam >= 1.0 or len(cands) <= 1:
+        return cands[:limit]
+    top = max(c.score for c in cands) or 1.0
+    words = [_words(c.text) for c in cands]
+    chosen: list[int] = []
+    left = list(range(len(cands)))
+    while left and len(chosen) < limit:
+
+        def gain(i: int) -> float:
+            redundancy = max((_similarity(words[i], words[j]) for j in chosen), default=0.0)
+            return lam * cands[i].score / top - (1 - lam) * redundancy
+
+        best = max(left, key=gain)
+        chosen.append(best)
+        left.remove(best)
+    return [cands[i] for i in chosen]
+
+
+def fuse(
+    ranked: dict[str, list[Candidate]],
+    limit: int,
+    *,
+    as_of: datetime | None = None,
+    params: FusionParams = FusionParams(),
+) -> list[Candidate]:
+    """One leg: its own order and score. Several: reciprocal rank fusion (score = sum of
+    1 / (rrf_k + rank)). Then decay relative to `as_of` and MMR (see the module docstring)."""
     if len(ranked) == 1:
         (only,) = ranked.values()
-        return only[:limit]
-    fused: dict[tuple[str, str], Candidate] = {}
-    for leg, cands in ranked.items():
-        for rank, c in enumerate(cands):
-            key = (c.session_id, c.segment_id)
-            hit = fused.setdefault(key, replace(c, score=0.0, legs={}))
-            hit.score += 1.0 / (60 + rank + 1)
-            hit.legs[leg] = c.score
-    return sorted(fused.values(), key=lambda c: (-c.score, c.spoken_at))[:limit]
+        pool = [replace(c, legs={next(iter(ranked)): c.score}) for c in only]
+    else:
+        fused: dict[tuple[str, str], Candidate] = {}
+        for leg, cands in ranked.items():
+            for rank, c in enumerate(cands):
+                key = (c.session_id, c.segment_id)
+                hit = fused.setdefault(key, replace(c, score=0.0, legs={}))
+                hit.score += 1.0 / (params.rrf_k + rank + 1)
+                hit.legs[leg] = c.score
+        pool = list(fused.values())
+    if as_of is not None and params.decay_half_life_days is not None:
+        for c in pool:
+            c.score *= decay((as_of - c.spoken_at).total_seconds() / 86400, params)
+    pool.sort(key=lambda c: (-c.score, c.spoken_at))
+    return mmr(pool, limit, params.mmr_lambda)
 
 
 class Retriever:
@@ -82,33 +153,52 @@ class Retriever:
         engine: AsyncEngine,
         legs: list[RetrievalLeg],
         recorder: EventRecorder | None = None,
+        *,
+        params: FusionParams = FusionParams(),
+        leg_timeout_s: float = 2.0,
     ) -> None:
         self.engine = engine
         self.legs = legs
         self.recorder = recorder
+        self.params = params
+        self.leg_timeout_s = leg_timeout_s
+
+    async def _run_leg(self, leg: RetrievalLeg, q: ContextQuery, k: int) -> list[Candidate]:
+        async with asyncio.timeout(self.leg_timeout_s):
+            return await leg.search(q, k)
 
     async def retrieve(self, q: ContextQuery) -> ContextResult:
-        k = max(q.limit, 20) if len(self.legs) > 1 else q.limit
+        k = max(q.limit, self.params.pool) if len(self.legs) > 1 else q.limit
+        if self.params.mmr_lambda < 1.0:
+            k = max(k, q.limit * 3)  # MMR needs a pool larger than what it returns
         outcomes = await asyncio.gather(
-            *(leg.search(q, k) for leg in self.legs), return_exceptions=True
+            *(self._run_leg(leg, q, k) for leg in self.legs), return_exceptions=True
         )
         ranked: dict[str, list[Candidate]] = {}
-        degraded: list[str] = []
+        status: dict[str, LegStatus] = {}
         for leg, outcome in zip(self.legs, outcomes, strict=True):
             if isinstance(outcome, BaseException):
                 if isinstance(outcome, asyncio.CancelledError):
                     raise outcome
-                degraded.append(leg.name)
-                log.warning("retrieve.leg_failed", leg=leg.name, error=repr(outcome)[:500])
+                timed_out = isinstance(outcome, TimeoutError)
+                status[leg.name] = "timeout" if timed_out else "error"
+                log.warning("retrieve.leg_failed", leg=leg.name, status=status[leg.name],
+                            error=repr(outcome)[:500])  # fmt: skip
                 if self.recorder:
                     await self.recorder.emit(
-                        leg.creature, "error", data={"error": repr(outcome)[:300]}
+                        leg.creature,
+                        "error",
+                        data={"status": status[leg.name], "error": repr(outcome)[:300]},
                     )
                 continue
+            status[leg.name] = "ok"
             ranked[leg.name] = outcome
         if not ranked:
-            raise AllLegsFailedError(f"every retrieval leg failed: {', '.join(degraded)}")
-        best = fuse(ranked, q.limit)
+            raise AllLegsFailedError(
+                "every retrieval leg failed: "
+                + ", ".join(f"{name} ({s})" for name, s in status.items())
+            )
+        best = fuse(ranked, q.limit, as_of=q.as_of, params=self.params)
         entities = await self._entities([(c.session_id, c.segment_id) for c in best])
         results = [
             {
@@ -122,7 +212,7 @@ class Retriever:
             }
             for c in best
         ]
-        return ContextResult(results, list(ranked), degraded)
+        return ContextResult(results, status)
 
     async def _entities(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], list[dict]]:
         if not keys:

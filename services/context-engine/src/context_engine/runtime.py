@@ -13,11 +13,12 @@ from context_engine.bm25 import Bm25Leg
 from context_engine.config import Settings
 from context_engine.db import Databases, create_databases, ping
 from context_engine.extraction import SessionStages, make_extractor
+from context_engine.graph_leg import GraphLeg
 from context_engine.ingest import Ingestor
 from context_engine.jobs import JobQueue, run_forever
 from context_engine.migrate import migrate_until_done
 from context_engine.recorder import EventRecorder
-from context_engine.retrieve import Retriever
+from context_engine.retrieve import FusionParams, RetrievalLeg, Retriever
 from context_engine.search_index import Changes, SegmentSearchIndex
 from context_engine.watcher import TranscriptWatcher
 from her_os_shared.logging import get_logger
@@ -68,7 +69,17 @@ class Runtime:
             is_current=self.ingestor.is_current,
         )
         self.retriever = Retriever(
-            self.db.main, [Bm25Leg(self.db.main, self.search_index)], self.recorder
+            self.db.main,
+            self._legs(),
+            self.recorder,
+            params=FusionParams(
+                rrf_k=settings.rrf_k,
+                pool=settings.candidate_pool,
+                decay_half_life_days=settings.decay_half_life_days,
+                decay_floor=settings.decay_floor,
+                mmr_lambda=settings.mmr_lambda,
+            ),
+            leg_timeout_s=settings.leg_timeout_s,
         )
         self.schema_ready = asyncio.Event()
         self.started = asyncio.Event()
@@ -76,6 +87,22 @@ class Runtime:
         self._jobs_open = False
         self._stopping = asyncio.Event()
         self._watching = False
+
+    def _legs(self) -> list[RetrievalLeg]:
+        legs: list[RetrievalLeg] = []
+        for name in self.settings.context_legs:
+            if name == "bm25":
+                legs.append(Bm25Leg(self.db.main, self.search_index))
+            elif name == "graph":
+                legs.append(
+                    GraphLeg(
+                        self.db.main,
+                        self.graph,
+                        max_entities=self.settings.graph_leg_entities,
+                        facts_per_entity=self.settings.graph_leg_facts,
+                    )
+                )
+        return legs
 
     @property
     def ready(self) -> bool:

@@ -28,8 +28,9 @@ class ContextResponse(BaseModel):
     as_of: datetime
     hours_back: float | None
     results: list[ContextItem]
-    legs: list[str]
-    degraded: list[str]
+    # every leg that ran, with how it went: "ok", "timeout" or "error"
+    legs: dict[str, Literal["ok", "timeout", "error"]]
+    degraded: list[str]  # the legs that are not "ok" (their results are missing)
 
 
 class EntityOut(BaseModel):

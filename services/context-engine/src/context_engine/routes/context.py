@@ -48,7 +48,7 @@ async def get_context(
             "as_of": when,
             "hours_back": hours_back,
             "results": result.results,
-            "legs": result.legs,
+            "legs": result.legs,  # name → ok | timeout | error
             "degraded": result.degraded,
         }
     )

@@ -1,0 +1,159 @@
+"""Fusion and leg handling of retrieve.py: RRF, temporal decay with its evergreen floor, MMR,
+per-leg timeouts and failures (legs here are test doubles; the real legs have their own
+tests and run through /v1/context in test_api.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from context_engine.retrieve import (
+    AllLegsFailedError,
+    Candidate,
+    ContextQuery,
+    FusionParams,
+    Retriever,
+    decay,
+    fuse,
+    mmr,
+)
+
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+
+
+def cand(gid: str, score: float = 1.0, text: str = "", days_ago: float = 0.0) -> Candidate:
+    return Candidate("s", gid, text or gid, "alice", NOW - timedelta(days=days_ago), score)
+
+
+def ids(cands: list[Candidate]) -> list[str]:
+    return [c.segment_id for c in cands]
+
+
+def test_one_leg_keeps_its_order_and_scores() -> None:
+    out = fuse({"bm25": [cand("a", 0.9), cand("b", 0.5)]}, 5)
+    assert ids(out) == ["a", "b"] and out[0].score == 0.9 and out[0].legs == {"bm25": 0.9}
+
+
+def test_rrf_rewards_agreement_between_legs() -> None:
+    ranked = {
+        "bm25": [cand("a"), cand("b"), cand("c")],
+        "graph": [cand("c"), cand("d")],
+    }
+    out = fuse(ranked, 10, params=FusionParams(rrf_k=60))
+    assert ids(out)[0] == "c"  # ranks 3 and 1: 1/63 + 1/61 beats 1/61 alone
+    c = out[0]
+    assert c.score == pytest.approx(1 / 63 + 1 / 61) and set(c.legs) == {"bm25", "graph"}
+    assert ids(out)[1] == "a"  # rank 1 in one leg: 1/61
+    assert set(ids(out)[2:4]) == {"b", "d"}  # rank 2 in one leg each: 1/62
+    assert len(fuse(ranked, 2)) == 2
+
+
+def test_decay_halves_per_half_life_down_to_the_evergreen_floor() -> None:
+    p = FusionParams(decay_half_life_days=30, decay_floor=0.3)
+    assert decay(0, p) == 1.0 and decay(30, p) == pytest.approx(0.5)
+    assert decay(60, p) == pytest.approx(0.3)  # 0.25 would be below the floor
+    assert decay(-5, p) == 1.0  # a clock skew never boosts
+    assert decay(1000, FusionParams()) == 1.0  # no half-life: no decay
+
+
+def test_decay_reorders_relative_to_as_of_but_an_old_strong_match_survives() -> None:
+    p = FusionParams(decay_half_life_days=7, decay_floor=0.5)
+    ranked = {"bm25": [cand("old", 0.9, days_ago=365), cand("new", 0.6, days_ago=1)]}
+    out = fuse(ranked, 2, as_of=NOW, params=p)
+    assert ids(out) == ["new", "old"]  # 0.6 * 0.906 > 0.9 * 0.5
+    strong = {"bm25": [cand("old", 0.9, days_ago=365), cand("new", 0.3, days_ago=1)]}
+    assert ids(fuse(strong, 2, as_of=NOW, params=p)) == ["old", "new"]  # the floor keeps it
+
+
+def test_mmr_skips_near_duplicates_only_when_asked() -> None:
+    pool = [
+        cand("a", 1.0, "priya flies to paris on friday"),
+        cand("b", 0.95, "priya flies to paris on friday morning"),
+        cand("c", 0.7, "the dentist appointment moved to monday"),
+    ]
+    assert ids(mmr(pool, 2, 1.0)) == ["a", "b"]
+    assert ids(mmr(pool, 2, 0.5)) == ["a", "c"]
+    assert ids(mmr(pool, 5, 0.5)) == ["a", "c", "b"]
+
+
+@given(
+    st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=0, max_size=30),
+    st.floats(min_value=0.0, max_value=1.0),
+    st.integers(min_value=1, max_value=40),
+)
+def test_mmr_returns_distinct_candidates_from_the_pool(scores, lam, limit) -> None:
+    pool = [cand(f"g{i}", s, f"word{i % 4} other{i % 3}") for i, s in enumerate(scores)]
+    out = mmr(pool, limit, lam)
+    assert len(out) == min(limit, len(pool))
+    assert len(set(ids(out))) == len(out) and set(ids(out)) <= set(ids(pool))
+
+
+class AnsweringLegDouble:
+    def __init__(self, name: str, cands: list[Candidate]) -> None:
+        self.name, self.creature, self.cands = name, "turtle", cands
+        self.asked_k: int | None = None
+
+    async def search(self, q: ContextQuery, k: int) -> list[Candidate]:
+        self.asked_k = k
+        return self.cands[:k]
+
+
+class HangingLegDouble:
+    name, creature = "vector", "shark"
+
+    async def search(self, q: ContextQuery, k: int) -> list[Candidate]:
+        await asyncio.Event().wait()  # never answers: only the timeout ends it
+        return []
+
+
+class FailingLegDouble:
+    name, creature = "graph", "kraken"
+
+    async def search(self, q: ContextQuery, k: int) -> list[Candidate]:
+        raise RuntimeError("graph server gone")
+
+
+def query(limit: int = 5) -> ContextQuery:
+    return ContextQuery(query="priya", limit=limit, as_of=NOW)
+
+
+async def test_a_slow_and_a_failing_leg_are_reported_and_the_rest_answers(engine_db) -> None:
+    ok = AnsweringLegDouble("bm25", [cand("a"), cand("b")])
+    retriever = Retriever(
+        engine_db, [ok, HangingLegDouble(), FailingLegDouble()], leg_timeout_s=0.2
+    )
+    result = await retriever.retrieve(query())
+    assert result.legs == {"bm25": "ok", "vector": "timeout", "graph": "error"}
+    assert result.degraded == ["vector", "graph"]
+    assert [r["segment_id"] for r in result.results] == ["a", "b"]
+    assert ok.asked_k == 50  # several legs: each is asked for the candidate pool
+
+
+async def test_every_leg_failing_is_an_error_naming_them(engine_db) -> None:
+    retriever = Retriever(engine_db, [HangingLegDouble(), FailingLegDouble()], leg_timeout_s=0.1)
+    with pytest.raises(AllLegsFailedError, match=r"vector \(timeout\), graph \(error\)"):
+        await retriever.retrieve(query())
+
+
+async def test_mmr_asks_the_legs_for_a_larger_pool(engine_db) -> None:
+    ok = AnsweringLegDouble("bm25", [cand(f"g{i}") for i in range(30)])
+    retriever = Retriever(engine_db, [ok], params=FusionParams(mmr_lambda=0.5))
+    result = await retriever.retrieve(query(limit=5))
+    assert ok.asked_k == 15 and len(result.results) == 5
+
+
+@pytest.fixture
+async def engine_db(db_url: str):
+    """An engine for the entities lookup results get (an empty, migrated database)."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from context_engine.migrate import upgrade
+
+    await asyncio.to_thread(upgrade, db_url)
+    eng = create_async_engine(db_url)
+    yield eng
+    await eng.dispose()
