@@ -18,7 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from context_engine import tsquery
-from context_engine.retrieve import Candidate, ContextQuery
+from context_engine.retrieve import Candidate, ContextQuery, fetch_active
 from context_engine.search_index import SegmentSearchIndex
 from her_os_shared.logging import get_logger
 
@@ -37,17 +37,6 @@ _SEARCH = text(
     """
 )
 _PARSE = text("SELECT websearch_to_tsquery('english', :query)::text")
-# Hits of the index, re-checked: still stored, still active, inside the window.
-_FETCH = text(
-    """
-    SELECT s.session_id, s.segment_id, s.text, s.speaker, s.spoken_at
-    FROM segments s
-    JOIN unnest(CAST(:sids AS text[]), CAST(:gids AS text[])) AS k(sid, gid)
-      ON s.session_id = k.sid AND s.segment_id = k.gid
-    WHERE s.replaced_by IS NULL AND s.spoken_at <= :as_of
-      AND (CAST(:since AS timestamptz) IS NULL OR s.spoken_at >= CAST(:since AS timestamptz))
-    """
-)
 MAX_PAGES = 4
 
 
@@ -100,18 +89,9 @@ class Bm25Leg:
                                      offset=page * want)  # fmt: skip
             if not hits:
                 break
-            keys = [key.split("/", 1) for key, _ in hits]
-            rows = await conn.execute(
-                _FETCH,
-                {
-                    "sids": [s for s, _ in keys],
-                    "gids": [g for _, g in keys],
-                    "as_of": q.as_of,
-                    "since": since,
-                },
-            )
-            by_key = {f"{r.session_id}/{r.segment_id}": r for r in rows}
-            for key, score in hits:
+            keys = [tuple(key.split("/", 1)) for key, _ in hits]
+            by_key = await fetch_active(conn, keys, q.as_of, since)  # type: ignore[arg-type]
+            for key, (_, score) in zip(keys, hits, strict=True):
                 r = by_key.get(key)
                 if r is not None:
                     out.append(Candidate(r.session_id, r.segment_id, r.text, r.speaker,

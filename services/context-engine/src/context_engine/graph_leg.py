@@ -22,7 +22,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from context_engine.extract.schema import canonical_name
-from context_engine.retrieve import Candidate, ContextQuery
+from context_engine.retrieve import Candidate, ContextQuery, fetch_active
 from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
@@ -52,16 +52,6 @@ _MENTIONS = text(
       AND (CAST(:since AS timestamptz) IS NULL OR s.spoken_at >= CAST(:since AS timestamptz))
     ORDER BY s.spoken_at DESC, s.session_id, s.segment_id
     LIMIT :k
-    """
-)
-_FETCH = text(
-    """
-    SELECT s.session_id, s.segment_id, s.text, s.speaker, s.spoken_at
-    FROM segments s
-    JOIN unnest(CAST(:sids AS text[]), CAST(:gids AS text[])) AS k(sid, gid)
-      ON s.session_id = k.sid AND s.segment_id = k.gid
-    WHERE s.replaced_by IS NULL AND s.spoken_at <= :as_of
-      AND (CAST(:since AS timestamptz) IS NULL OR s.spoken_at >= CAST(:since AS timestamptz))
     """
 )
 
@@ -114,16 +104,7 @@ class GraphLeg:
             out: list[Candidate] = []
             seen: set[tuple[str, str]] = set()
             if sources:
-                rows = await conn.execute(
-                    _FETCH,
-                    {
-                        "sids": [s for s, _ in sources],
-                        "gids": [g for _, g in sources],
-                        "as_of": q.as_of,
-                        "since": since,
-                    },
-                )
-                by_key = {(r.session_id, r.segment_id): r for r in rows}
+                by_key = await fetch_active(conn, sources, q.as_of, since)
                 for key in sources:
                     r = by_key.get(key)
                     if r is not None and key not in seen:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy import select, text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from context_engine.models import Entity, EntityMention
 from context_engine.recorder import EventRecorder
@@ -48,6 +48,38 @@ class Candidate:
     spoken_at: datetime
     score: float
     legs: dict[str, float] = field(default_factory=dict)
+
+
+# Hits of a leg's own index, re-checked in PostgreSQL: still stored, still active (not
+# replaced by a sweep), spoken by as_of and inside the window.
+_FETCH_ACTIVE = text(
+    """
+    SELECT s.session_id, s.segment_id, s.text, s.speaker, s.spoken_at
+    FROM segments s
+    JOIN unnest(CAST(:sids AS text[]), CAST(:gids AS text[])) AS k(sid, gid)
+      ON s.session_id = k.sid AND s.segment_id = k.gid
+    WHERE s.replaced_by IS NULL AND s.spoken_at <= :as_of
+      AND (CAST(:since AS timestamptz) IS NULL OR s.spoken_at >= CAST(:since AS timestamptz))
+    """
+)
+
+
+async def fetch_active(
+    conn: AsyncConnection, keys: list[tuple[str, str]], as_of: datetime, since: datetime | None
+) -> dict[tuple[str, str], Any]:
+    """The rows of those (session, segment) keys that a search as of `as_of` may return."""
+    if not keys:
+        return {}
+    rows = await conn.execute(
+        _FETCH_ACTIVE,
+        {
+            "sids": [s for s, _ in keys],
+            "gids": [g for _, g in keys],
+            "as_of": as_of,
+            "since": since,
+        },
+    )
+    return {(r.session_id, r.segment_id): r for r in rows}
 
 
 class RetrievalLeg(Protocol):
