@@ -57,6 +57,7 @@ async def test_sweep_segments_replace_fast_path_ones_in_memory_and_pinned_ones_s
         transcripts_dir=audio_settings.transcripts_dir,
         events_dir=tmp_path / "engine-events",
         search_index_dir=tmp_path / "search-index",
+        vector_dir=tmp_path / "vectors",
     )
     async for engine in start_engine(engine_settings):
         await ingest(engine, "walk-1")

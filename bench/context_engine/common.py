@@ -161,6 +161,7 @@ class EngineProcess:
                 "CONTEXT_ENGINE_SEARCH_INDEX_DIR": str(
                     self.transcripts_dir.parent / "search-index"
                 ),
+                "CONTEXT_ENGINE_VECTOR_DIR": str(self.transcripts_dir.parent / "vectors"),
                 "CONTEXT_ENGINE_LOG_FORMAT": "json",
                 **self.extra_env,
             }

@@ -133,6 +133,7 @@ def main(
                 transcripts_dir=transcripts,
                 events_dir=root / "events",
                 search_index_dir=root / "search-index",
+                vector_dir=root / "vectors",
                 ingest_batch_segments=batch_segments,
             )
             logs = collect_logs()

@@ -236,6 +236,15 @@ def _conversation_becomes_memory(data_dir: Path, ports: dict, token: str, fk_pas
     assert {"Asha", "Priya"} <= {e["name"] for e in people["entities"]}, people
     found = poll("/graph/search", {"query": "Priya"}, lambda b: bool(b.get("facts")))
     assert any(f["object"] == "Priya" for f in found["facts"]), found
+    # Hybrid retrieval is the default: a query sharing no word with "I love coffee" finds it
+    # through the vector leg, every leg answering.
+    hybrid = poll(
+        "/context",
+        {"query": "favourite hot drink", "limit": 1},
+        lambda b: bool(b.get("results")) and b["results"][0]["segment_id"] == "p1",
+    )
+    assert hybrid["legs"] == {"bm25": "ok", "vector": "ok", "graph": "ok"}, hybrid
+    assert hybrid["results"][0]["segment_id"] == "p1", hybrid
     # The graph is FalkorDB's own: graph "her-os" (the group id) holds the nodes.
     client = redis.Redis(port=ports["falkordb"], password=fk_password)
     try:

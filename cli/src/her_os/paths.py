@@ -52,6 +52,11 @@ class DataLayout:
         return self.root / "search-index"
 
     @property
+    def vectors(self) -> Path:
+        """The embedded vector index (Qdrant Edge shards), rebuilt from PostgreSQL if lost."""
+        return self.root / "vectors"
+
+    @property
     def logs(self) -> Path:
         return self.root / "logs"
 

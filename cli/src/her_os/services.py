@@ -61,6 +61,7 @@ def service_env(
         own["DATABASE_URL"] = postgres.dsn(settings, creds.postgres_password, "postgresql+asyncpg")
         own["GRAPH_URL"] = falkordb.url(settings, creds.falkordb_password)
         own["SEARCH_INDEX_DIR"] = str(layout.search_index)
+        own["VECTOR_DIR"] = str(layout.vectors)
     if service is ANNIE_VOICE:
         own["CONTEXT_ENGINE_URL"] = CONTEXT_ENGINE.base_url(
             settings.connect_host, CONTEXT_ENGINE.port(settings)

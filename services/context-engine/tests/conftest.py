@@ -22,6 +22,7 @@ def settings(db_url: str, tmp_path: Path) -> Settings:
         transcripts_dir=tmp_path / "transcripts",
         events_dir=tmp_path / "events",
         search_index_dir=tmp_path / "search-index",
+        vector_dir=tmp_path / "vectors",
         watch_debounce_s=0.1,
         watch_max_delay_s=0.5,
         reconcile_interval_s=2.0,

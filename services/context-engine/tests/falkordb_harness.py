@@ -132,6 +132,7 @@ def graph_settings(falkordb_server: str, graph_group: str, tmp_path: Path) -> Se
         transcripts_dir=tmp_path / "transcripts",
         events_dir=tmp_path / "events",
         search_index_dir=tmp_path / "search-index",
+        vector_dir=tmp_path / "vectors",
         graph_backend="falkordb",
         graph_url=falkordb_server,
         graph_group_id=graph_group,

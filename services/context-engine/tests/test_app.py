@@ -36,6 +36,7 @@ def _dirs(tmp_path: Path) -> dict[str, Path]:
         "transcripts_dir": tmp_path / "transcripts",
         "events_dir": tmp_path / "events",
         "search_index_dir": tmp_path / "search-index",
+        "vector_dir": tmp_path / "vectors",
     }
 
 

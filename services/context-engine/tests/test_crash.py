@@ -83,6 +83,7 @@ def _spawn(db_url: str, transcripts: Path, log: Path) -> subprocess.Popen[bytes]
         "CONTEXT_ENGINE_DATABASE_URL": db_url,
         "CONTEXT_ENGINE_TRANSCRIPTS_DIR": str(transcripts),
         "CONTEXT_ENGINE_SEARCH_INDEX_DIR": str(transcripts.parent / "search-index"),
+        "CONTEXT_ENGINE_VECTOR_DIR": str(transcripts.parent / "vectors"),
         "CONTEXT_ENGINE_INTERNAL_TOKEN": TOKEN,
         "CONTEXT_ENGINE_PORT": str(_free_port()),
         "CONTEXT_ENGINE_INGEST_BATCH_SEGMENTS": "100",

@@ -14,7 +14,16 @@ from engine_harness import Engine, eventually, ingest, query, start_engine, writ
 from context_engine.config import Settings
 from context_engine.extract.fast import FastExtractor
 
-T0 = datetime(2025, 6, 1, 10, 0, tzinfo=UTC)  # long past: sessions are finalised at once
+T0 = datetime(2025, 6, 1, 10, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """No vector index: these tests count extraction jobs and runs alone."""
+    return settings.model_copy(
+        update={"vector_index_enabled": False}
+    )  # long past: sessions are finalised at once
+
 
 CONVERSATION = [
     ("Asha", "My wife Priya is flying to Paris on Friday."),

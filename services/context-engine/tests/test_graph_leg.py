@@ -105,5 +105,6 @@ async def test_context_finds_through_the_graph_what_keywords_miss(engine: Engine
     r = await engine.get("/v1/context", query="Asha's wife", as_of=later, limit=5)
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["legs"] == {"bm25": "ok", "graph": "ok"} and body["degraded"] == []
+    assert body["legs"] == {"bm25": "ok", "vector": "ok", "graph": "ok"}
+    assert body["degraded"] == []
     assert {h["segment_id"] for h in body["results"]} >= {"k1-0"}

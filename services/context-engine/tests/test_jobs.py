@@ -179,7 +179,8 @@ async def test_an_old_session_is_finalised_by_a_durable_job(
     assert detail["status"] == "ended" and detail["segments_count"] == 3
     stages_now = {s["stage"]: s["status"] for s in detail["stages"]}
     assert stages_now["finalise"] == "done"
-    assert set(stages_now) <= {"finalise", "extract"}  # finalisation queues extraction
+    # finalisation queues extraction; ingestion queued embedding
+    assert set(stages_now) <= {"finalise", "extract", "embed"}
     jobs = (await engine.get("/v1/jobs", status="succeeded")).json()["jobs"]
     assert job["id"] in {j["id"] for j in jobs}
     listed = next(j for j in jobs if j["id"] == job["id"])

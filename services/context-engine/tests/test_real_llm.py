@@ -184,6 +184,7 @@ async def test_graphiti_add_episode_end_to_end(
         transcripts_dir=tmp_path / "transcripts",
         events_dir=tmp_path / "events",
         search_index_dir=tmp_path / "search-index",
+        vector_dir=tmp_path / "vectors",
         graph_backend="falkordb",
         graph_url=falkordb_server,
         graph_group_id=graph_group,

@@ -61,7 +61,7 @@ class Settings(ServiceSettings):
     search_index_dir: Path = Path("data/search-index")
     context_default_limit: int = Field(default=5, ge=1, le=50)
     # Legs of /v1/context, run concurrently, each under `leg_timeout_s`.
-    context_legs: tuple[Literal["bm25", "graph"], ...] = ("bm25", "graph")
+    context_legs: tuple[Literal["bm25", "vector", "graph"], ...] = ("bm25", "vector", "graph")
     leg_timeout_s: float = Field(default=2.0, gt=0)
     # Fusion (retrieve.py): RRF constant; candidates asked of each leg when several run;
     # temporal decay half-life relative to as_of (unset = none) and its evergreen floor;
@@ -117,7 +117,10 @@ class Settings(ServiceSettings):
     embed_model: str = "qwen3-embedding:0.6b"
     embed_dim: int = Field(default=1024, ge=8)
 
-    # --- vector index (vectors/) ---
+    # --- vector index (vectors/, embedding.py) ---
+    # Embed every ingested segment (the `embed` stage); the vector leg needs it.
+    vector_index_enabled: bool = True
+    embed_batch_segments: int = Field(default=64, ge=1, le=4096)
     # "edge": Qdrant Edge in process (qdrant-edge-py, HNSW), the embedded default, stored in
     # `vector_dir`; "qdrant": a Qdrant server through qdrant-client (production).
     vector_backend: Literal["edge", "qdrant"] = "edge"

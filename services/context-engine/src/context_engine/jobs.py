@@ -30,6 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from context_engine import sessions, stages
 from context_engine.config import Settings
 from context_engine.db import libpq_conninfo
+from context_engine.embedding import EMBED_STAGE, EMBED_VERSION, SegmentEmbedding
 from context_engine.extraction import SessionStages, StageOutcome
 from context_engine.recorder import EventRecorder
 from context_engine.stages import StageKey
@@ -86,12 +87,15 @@ class JobQueue:
         engine: AsyncEngine,
         recorder: EventRecorder | None = None,
         session_stages: SessionStages | None = None,
+        embedding: SegmentEmbedding | None = None,
     ) -> None:
         self.settings = settings
         self.engine = engine
         self.recorder = recorder
         # extract and graph stages; None = finalisation only (tests of the queue itself)
         self.session_stages = session_stages
+        # the embed stage; None = no vector index
+        self.embedding = embedding
         self.gap = timedelta(seconds=settings.session_gap_s)
         self.retry = Backoff(
             settings.job_max_attempts, settings.job_retry_base_s, settings.job_retry_max_s
@@ -146,6 +150,11 @@ class JobQueue:
             assert self.session_stages is not None
             key = self.session_stages.graph_key(session_id)
             return await self.run_stage(context.job, key, self._graph)
+
+        @app.task(name="embed_session", retry=self.retry, pass_context=True)
+        async def embed_session(context: procrastinate.JobContext, session_id: str) -> str:
+            key = StageKey(session_id, EMBED_STAGE, EMBED_VERSION)
+            return await self.run_stage(context.job, key, self._embed)
 
         @app.periodic(cron=self.settings.idle_scan_cron, periodic_id="idle_sessions")
         @app.task(name="scan_idle_sessions", queueing_lock="scan_idle_sessions")
@@ -220,17 +229,35 @@ class JobQueue:
             await self.defer_graph(key.session_id)
         return outcome.status
 
+    async def _embed(self, key: StageKey) -> str:
+        assert self.embedding is not None
+        count = await self.embedding.embed_session(key.session_id)
+        async with self.engine.begin() as conn:
+            await stages.mark(conn, key, stages.DONE, fingerprint=self.embedding.space_name)
+        if count:
+            log.info("embed.session", session_id=key.session_id, segments=count)
+            if self.recorder:
+                await self.recorder.emit(
+                    "starfish", "complete", session_id=key.session_id,
+                    data={"segments": count, "space": self.embedding.space_name},
+                )  # fmt: skip
+        await self.embedding.mark_ready_if_complete()
+        return f"embedded {count}"
+
     async def _graph(self, key: StageKey) -> str:
         assert self.session_stages is not None
         return (await self.session_stages.write_graph(key)).status
 
     # --- deferring ---
 
-    async def defer_stage(self, task: str, key: StageKey, **kwargs: Any) -> int | None:
-        """Queue a stage job; None when one with the same key is already queued."""
+    async def defer_stage(
+        self, task: str, key: StageKey, *, lock: str | None = None, **kwargs: Any
+    ) -> int | None:
+        """Queue a stage job; None when one with the same key is already queued. Jobs sharing
+        a `lock` (default: the session's) run one at a time."""
         try:
             job_id = await self.app.configure_task(
-                task, queueing_lock=key.lock, lock=f"session:{key.session_id}"
+                task, queueing_lock=key.lock, lock=lock or f"session:{key.session_id}"
             ).defer_async(**kwargs)
         except AlreadyEnqueued:
             return None
@@ -254,13 +281,26 @@ class JobQueue:
         key = self.session_stages.graph_key(session_id)
         return await self.defer_stage("graph_session", key, session_id=session_id)
 
+    async def defer_embed(self, session_id: str) -> int | None:
+        if self.embedding is None:
+            return None
+        key = StageKey(session_id, EMBED_STAGE, EMBED_VERSION)
+        # Its own lock, not the session's: embedding never waits behind an LLM extraction.
+        return await self.defer_stage(
+            "embed_session", key, lock=f"embed:{session_id}", session_id=session_id
+        )
+
     async def scan_pending(self) -> int:
         """Queue extraction / graph writes a new extractor or graph version has not done yet
-        (and sessions finalised before extraction existed)."""
-        if self.session_stages is None:
-            return 0
-        to_extract, to_graph = await self.session_stages.pending()
+        (and sessions finalised before extraction existed), and embedding a new embedding
+        space (or a missed ingest) has not done."""
         queued = 0
+        if self.embedding is not None and self.embedding.opened:
+            for session_id in await self.embedding.pending_sessions():
+                queued += await self.defer_embed(session_id) is not None
+        if self.session_stages is None:
+            return queued
+        to_extract, to_graph = await self.session_stages.pending()
         for session_id in to_extract:
             queued += await self.defer_extract(session_id) is not None
         for session_id in to_graph:

