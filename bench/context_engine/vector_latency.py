@@ -42,7 +42,6 @@ from rich.table import Table
 
 from context_engine.vectors import SpaceName, VectorPoint
 from context_engine.vectors.edge import (
-    FILTERED_SEARCH_EF,
     HNSW_EF_CONSTRUCT,
     HNSW_M,
     SEARCH_EF,
@@ -239,16 +238,17 @@ def row(table: Table, s: Series) -> None:
 
 def main(
     n: Annotated[int, typer.Option(help="points in the store")] = 100_000,
-    queries: Annotated[int, typer.Option(help="measured queries per series (≤ 900)")] = 200,
+    queries: Annotated[int, typer.Option(help="measured queries per series (≤ 800)")] = 200,
     data: Annotated[str, typer.Option(help="locomo (realistic, default) | random")] = "locomo",
     locomo: Annotated[Path, typer.Option(help="LoCoMo data (directory or json)")] = Path(
         "../shared/data/locomo"
     ),
     jitter: Annotated[float, typer.Option(help="jitter, times the turns' covariance")] = 0.5,
     ef: Annotated[str, typer.Option(help="search ef values for the recall table")] = (
-        "32,64,128,256"
+        "64,128,256,512"
     ),
     concurrency: Annotated[int, typer.Option(help="clients of the concurrent series")] = 8,
+    warmup: Annotated[int, typer.Option(help="warm-up queries (not measured)")] = 100,
     seed: Annotated[int, typer.Option(help="random seed")] = 7,
     keep: KeepOption = False,
 ) -> None:
@@ -262,14 +262,14 @@ def main(
     t = time.perf_counter()
     pts = Points(n, data, jitter, seed, locomo)
     qs = pts.queries[:queries]
-    warm = pts.queries[queries : queries + 50]
+    warm = pts.queries[queries : queries + warmup]
     console.print(
         f"data: {data}" + (f" (jitter {jitter})" if data == "locomo" else "") + f"; {n:,} "
         f"points, {len(qs)} queries; generated in {time.perf_counter() - t:.0f} s"
     )
     console.print(
         f"HNSW m={HNSW_M}, ef_construct={HNSW_EF_CONSTRUCT}, search ef={SEARCH_EF} "
-        f"(filtered: {FILTERED_SEARCH_EF}) (context_engine.vectors.edge)"
+        "(context_engine.vectors.edge)"
     )
     week = pts.now - 7 * 86400
     half = pts.now - 180 * 86400

@@ -740,7 +740,7 @@ async def test_qdrant_server_requests(fake_qdrant: FakeQdrant) -> None:
         assert [(h.key, h.score) for h in hits] == [(("s1", "seg-1"), 0.9)]
         await store.search(SPACE, vectors[1], 5, kind="segment", spoken_after=T0, session_ids=["a"])
         plain, filtered = fake_qdrant.sent("POST", f"{name}/points/query")
-        assert plain["params"]["hnsw_ef"] == 128 and plain.get("filter") is None
+        assert plain["params"]["hnsw_ef"] == 256 and plain.get("filter") is None
         assert plain["limit"] == 5 and plain["with_payload"] is True
         assert filtered["params"]["hnsw_ef"] == 256
         conditions = {c["key"]: c for c in filtered["filter"]["must"]}

@@ -9,19 +9,23 @@ One `EdgeShard` per space, stored as generations under `{vector_dir}/{space name
 What qdrant-edge-py 0.9.0 does, measured on 2 cores, and what this module does about it:
 
 - Every call holds the GIL for its whole duration: no other Python thread, the event loop
-  included, runs meanwhile. Calls are kept short instead — searches (about 0.5 ms at 100k
-  points), writes in batches of `batch` points (a few ms each), with the event loop free
+  included, runs meanwhile. Calls are kept short instead — searches (1–4 ms at 1M points,
+  warm), writes in batches of `batch` points (a few ms each), with the event loop free
   between batches. They run on worker threads (one writer thread, so writes apply in call
   order; two reader threads), which costs little and lets a future release that drops the
-  GIL run searches side by side.
-- New points are searched exhaustively until `optimize()` builds the HNSW index (27 ms per
-  search for 100k unindexed points), and `optimize()` holds the GIL for as long as the
-  build takes (about 40 s for 100k 384-d points from scratch, a few seconds per 10k added
-  to an indexed shard). So it never runs in this process: when `index_after` points are
-  unindexed, the live shard is flushed and copied to a new generation, a child process
-  (`python -m context_engine.vectors.edge build <dir>`, niced, killed with its parent)
-  optimises the copy, and the copy replaces the live shard; writes that arrived during
-  the build are kept in a journal and replayed into it first. Searches go on throughout.
+  GIL run searches side by side. Concurrent searches therefore queue: throughput is one
+  core's worth whatever the number of callers.
+- New points are searched exhaustively until `optimize()` builds the HNSW index (about
+  15 ms per search at 100k unindexed points, 90 ms at 1M), and `optimize()` holds the GIL
+  for as long as the build takes (40–100 s for 100k 384-d points from scratch, about
+  17 min for 1M; a few seconds per 10k points added to an indexed shard, which Qdrant
+  extends rather than rebuilds). So it never runs in this process: when `index_after`
+  points are unindexed, the live shard is flushed and copied to a new generation, a child
+  process (`python -m context_engine.vectors.edge build <dir>`, niced, killed with its
+  parent) optimises the copy, and the copy replaces the live shard once its files are read
+  into the page cache (a cold graph made the first searches 10x slower); writes that
+  arrived during the build are kept in a journal and replayed into it first. Searches go
+  on throughout.
 - Updates are written to a write-ahead log before they apply; after an unclean stop
   (killed, no flush, no close) `load()` replays it and nothing acknowledged is lost (as
   far as the OS wrote the log; PostgreSQL stays the authority, and re-embedding a session
@@ -73,18 +77,17 @@ from her_os_shared.logging import get_logger
 log = get_logger(__name__)
 T = TypeVar("T")
 
-# HNSW graph: Qdrant's defaults, chosen on evidence (bench/context_engine/vector_latency.py;
-# 100k realistic 384-d points, 200 real questions, recall@10 against exact search):
-# m=16/ef_construct=100 gave 0.945 at ef 64, 0.98 at ef 128, 0.997 at ef 256; m=24 or
-# ef_construct 128–200 bought under 0.01 of recall for 30–130 % more build time; m=8 or
-# ef_construct 48 fell below 0.95 at ef 128. Searches use ef 128 (0.5 ms at 100k).
-# Filtered searches use ef 256: with a time window holding half the points, ef 128 gave
-# recall 0.944 at 20k points (0.967 at ef 256) and a query or two with recall 0 at 100k
-# (none at ef 256, mean 0.999), for about 1 ms more.
+# HNSW graph and search ef, chosen on evidence (bench/context_engine/vector_latency.py:
+# realistic 384-d points, 200 real questions, recall@10 against exact search, 2 cores).
+# At 100k, m=16/ef_construct=100 (Qdrant's defaults) gave recall 0.945 at ef 64, 0.98 at
+# ef 128, 0.997 at ef 256; m=24 or ef_construct 128–200 bought under 0.01 of recall for
+# 30–130 % more build time; m=8 or ef_construct 48 fell below 0.95 at ef 128. At 1M, ef 128
+# fell to 0.939 and ef 256 held 0.977 (p95 5 ms warm), so searches use ef 256. It also
+# covers filtered searches: with a window holding half the points, ef 128 gave 0.944 at 20k
+# (0.967 at 256) and queries with recall 0 at 100k (none at 256).
 HNSW_M = 16
 HNSW_EF_CONSTRUCT = 100
-SEARCH_EF = 128
-FILTERED_SEARCH_EF = 256
+SEARCH_EF = 256
 # Segments holding less than this many KB of vectors are searched exhaustively (Qdrant's
 # default: 10 MB, about 6,500 384-d vectors).
 FULL_SCAN_THRESHOLD_KB = 10_000
@@ -137,6 +140,24 @@ def _edge_error(what: str, exc: Exception) -> VectorStoreError:
             f"{what}: the shard is open elsewhere (another process or store uses it): {message}"
         )
     return VectorStoreError(f"{what}: {message}")
+
+
+def _warm(path: Path, *, wait: bool) -> None:
+    """Bring a generation's segment files into the page cache: read them (`wait`), or ask
+    the kernel to read ahead in the background (best effort). The WAL is left out."""
+    for file in (path / "segments").rglob("*"):
+        if not file.is_file():
+            continue
+        try:
+            with file.open("rb", buffering=0) as handle:
+                if not wait:
+                    if hasattr(os, "posix_fadvise"):
+                        os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_WILLNEED)
+                    continue
+                while handle.read(8 << 20):
+                    pass
+        except OSError:
+            continue
 
 
 def _write_atomically(path: Path, content: str) -> None:
@@ -223,7 +244,6 @@ class EdgeVectorStore(VectorStore):
         *,
         prefix: str = "her_os",
         search_ef: int = SEARCH_EF,
-        filtered_search_ef: int = FILTERED_SEARCH_EF,
         index_after: int = INDEX_AFTER,
         flush_after: int = FLUSH_AFTER,
         batch: int = BATCH,
@@ -232,7 +252,6 @@ class EdgeVectorStore(VectorStore):
         self.directory = Path(directory)
         self.prefix = prefix
         self.search_ef = search_ef
-        self.filtered_search_ef = filtered_search_ef
         self.index_after = index_after
         self.flush_after = flush_after
         self.batch = batch
@@ -348,6 +367,7 @@ class EdgeVectorStore(VectorStore):
                 shard = qe.EdgeShard.load(str(path))
             except Exception as exc:
                 raise _edge_error(f"cannot load vector space {name} from {path}", exc) from exc
+            _warm(path, wait=False)
         sp = _Space(name, root, str(meta["model"]), int(meta["dim"]), _Generation(path, shard))
         self._refresh(sp)
         return sp
@@ -488,14 +508,12 @@ class EdgeVectorStore(VectorStore):
         sp = await self._space(self.name_of(space))
         if flt.empty_result:
             return []
-        condition = to_filter(flt)
-        ef = self.search_ef if condition is None else self.filtered_search_ef
         request = qe.QueryRequest(
             limit=limit,
             query=qe.Query.Nearest(query),
-            filter=condition,
+            filter=to_filter(flt),
             with_payload=True,
-            params=qe.SearchParams(hnsw_ef=ef),
+            params=qe.SearchParams(hnsw_ef=self.search_ef),
         )
 
         def run(shard: qe.EdgeShard) -> list[VectorHit]:
@@ -563,6 +581,8 @@ class EdgeVectorStore(VectorStore):
             async with sp.lock:
                 new_path = await self._write(self._snapshot, sp)
             await self._run_builder(new_path)
+            # outside the lock, so writes go on; reading releases the GIL
+            await asyncio.to_thread(_warm, new_path, wait=True)
             async with sp.lock:
                 await self._write(self._swap, sp, new_path)
             swapped = True
@@ -636,10 +656,12 @@ class EdgeVectorStore(VectorStore):
         try:
             for op in sp.journal or ():
                 shard.update(op)
+            _write_atomically(sp.root / CURRENT, new_path.name + "\n")
         except Exception as exc:
             shard.close()
+            if isinstance(exc, OSError):
+                raise
             raise _edge_error(f"cannot replay writes into the index of {sp.name}", exc) from exc
-        _write_atomically(sp.root / CURRENT, new_path.name + "\n")
         sp.gen, sp.journal = _Generation(new_path, shard), None
         old.retire(flush=False)
         shutil.rmtree(old.path, ignore_errors=True)

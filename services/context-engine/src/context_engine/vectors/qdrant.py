@@ -44,8 +44,7 @@ T = TypeVar("T")
 # The same graph and search parameters as the embedded store (edge.py has the evidence).
 HNSW_M = 16
 HNSW_EF_CONSTRUCT = 100
-SEARCH_EF = 128
-FILTERED_SEARCH_EF = 256
+SEARCH_EF = 256
 
 _SCHEMA = {
     "keyword": models.PayloadSchemaType.KEYWORD,
@@ -94,7 +93,6 @@ class QdrantVectorStore(VectorStore):
         timeout_s: float = 10.0,
         batch: int = 256,
         search_ef: int = SEARCH_EF,
-        filtered_search_ef: int = FILTERED_SEARCH_EF,
     ) -> None:
         if sum(x is not None for x in (url, path, location)) != 1:
             raise ValueError("give exactly one of url (server), path or location (local mode)")
@@ -103,7 +101,6 @@ class QdrantVectorStore(VectorStore):
         self.timeout_s = timeout_s
         self.batch = batch
         self.search_ef = search_ef
-        self.filtered_search_ef = filtered_search_ef
         self.local = url is None
         self._client: AsyncQdrantClient | None = None
         self._locks: dict[str, asyncio.Lock] = {}
@@ -310,16 +307,14 @@ class QdrantVectorStore(VectorStore):
         await self._require(name)
         if flt.empty_result:
             return []
-        condition = to_filter(flt)
-        ef = self.search_ef if condition is None else self.filtered_search_ef
         response = await self._wrap(
             self.client.query_points,
             name,
             query=query,
             limit=limit,
-            query_filter=condition,
+            query_filter=to_filter(flt),
             with_payload=True,
-            search_params=None if self.local else models.SearchParams(hnsw_ef=ef),
+            search_params=None if self.local else models.SearchParams(hnsw_ef=self.search_ef),
         )
         return [
             VectorHit(str(p.id), float(p.score), dict(p.payload or {})) for p in response.points
