@@ -41,12 +41,8 @@ from machine import print_footer
 from rich.table import Table
 
 from context_engine.vectors import SpaceName, VectorPoint
-from context_engine.vectors.edge import (
-    HNSW_EF_CONSTRUCT,
-    HNSW_M,
-    SEARCH_EF,
-    EdgeVectorStore,
-)
+from context_engine.vectors.base import HNSW_EF_CONSTRUCT, HNSW_M, SEARCH_EF
+from context_engine.vectors.edge import EdgeVectorStore
 
 TARGET_P95_MS = 10.0
 DIM = 384

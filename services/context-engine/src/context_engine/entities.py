@@ -52,14 +52,21 @@ async def list_entities(
     return [_entity(r) for r in rows], int(total or 0)
 
 
+async def find_entity(conn: AsyncConnection, entity_id: int) -> dict[str, Any] | None:
+    """One entity's own fields, as the list shows them."""
+    t = Entity.__table__
+    row = (await conn.execute(select(t).where(t.c.id == entity_id))).one_or_none()
+    return None if row is None else _entity(row)
+
+
 async def get_entity(
     conn: AsyncConnection, entity_id: int, *, mentions_limit: int = 50
 ) -> dict[str, Any] | None:
     """One entity, its current mentions (newest first, with the segment text), its
     mention history count, and the facts about it that were contradicted."""
-    t, m, s = Entity.__table__, EntityMention.__table__, Segment.__table__
-    row = (await conn.execute(select(t).where(t.c.id == entity_id))).one_or_none()
-    if row is None:
+    m, s = EntityMention.__table__, Segment.__table__
+    out = await find_entity(conn, entity_id)
+    if out is None:
         return None
     mentions = await conn.execute(
         select(
@@ -91,7 +98,6 @@ async def get_entity(
     contradictions = await conn.execute(
         select(c).where(c.c.entity_id == entity_id).order_by(c.c.invalid_at.desc())
     )
-    out = _entity(row)
     out["mentions"] = [dict(r._mapping) for r in mentions]
     out["history_mentions"] = int(history or 0)
     out["contradictions"] = [

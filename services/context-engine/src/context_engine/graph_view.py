@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select, tuple_
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from context_engine.entities import get_entity
+from context_engine.entities import find_entity
 from context_engine.graph.base import Fact, GraphNode
 from context_engine.models import Segment
 
@@ -83,7 +83,7 @@ async def entity_graph(
     """The entity's graph nodes (by name and type; nodes graphiti's LLM path made carry no
     type, so those are matched by name alone), their neighbours and every fact around them."""
     async with engine.connect() as conn:
-        entity = await get_entity(conn, entity_id, mentions_limit=1)
+        entity = await find_entity(conn, entity_id)
     if entity is None:
         return None
     nodes = await graph.find_entity_nodes(entity["name"], entity["type"])
@@ -101,8 +101,6 @@ async def entity_graph(
             facts.setdefault(f.uuid, f)
     own = {n.uuid for n in nodes}
     ordered = sorted(facts.values(), key=_newest_first)
-    for key in ("mentions", "history_mentions", "contradictions"):
-        entity.pop(key, None)
     return {
         "entity": entity,
         "nodes": [node_out(n) for n in nodes],

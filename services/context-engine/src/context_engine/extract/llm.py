@@ -31,7 +31,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -283,17 +283,25 @@ def _segment(raw: str | int | None, known: dict[str, SegmentText]) -> str | None
     return key if key in known else None
 
 
-def read_entity(item: Any, known: dict[str, SegmentText]) -> ExtractedEntity:
-    """One answer item as an entity, or `SkippedItem` saying why not."""
+_Item = TypeVar("_Item", bound=BaseModel)
+
+
+def _validated(model: type[_Item], item: Any) -> _Item:
+    """An answer item parsed as `model`, or `SkippedItem` naming every problem."""
     if not isinstance(item, dict):
         raise SkippedItem(f"not an object: {type(item).__name__}")
     try:
-        raw = _EntityItem.model_validate(item)
+        return model.model_validate(item)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'item'}: {e['msg']}" for e in exc.errors()
         )
         raise SkippedItem(problems) from None
+
+
+def read_entity(item: Any, known: dict[str, SegmentText]) -> ExtractedEntity:
+    """One answer item as an entity, or `SkippedItem` saying why not."""
+    raw = _validated(_EntityItem, item)
     name = _clean(raw.name, 200)
     if not name:
         raise SkippedItem("empty name")
@@ -321,15 +329,7 @@ def _party(name: str, segment_id: str | None, known: dict[str, SegmentText]) -> 
 
 
 def read_relation(item: Any, known: dict[str, SegmentText]) -> ExtractedRelation:
-    if not isinstance(item, dict):
-        raise SkippedItem(f"not an object: {type(item).__name__}")
-    try:
-        raw = _RelationItem.model_validate(item)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'item'}: {e['msg']}" for e in exc.errors()
-        )
-        raise SkippedItem(problems) from None
+    raw = _validated(_RelationItem, item)
     evidence = _clean(raw.evidence, 1000)
     segment_id = _segment(raw.segment_id, known)
     if segment_id is None and evidence:

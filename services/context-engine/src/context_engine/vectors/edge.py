@@ -59,7 +59,10 @@ import numpy as np
 import qdrant_edge as qe
 
 from context_engine.vectors.base import (
+    HNSW_EF_CONSTRUCT,
+    HNSW_M,
     INDEXED_FIELDS,
+    SEARCH_EF,
     Kind,
     Prepared,
     SearchFilter,
@@ -77,17 +80,6 @@ from her_os_shared.logging import get_logger
 log = get_logger(__name__)
 T = TypeVar("T")
 
-# HNSW graph and search ef, chosen on evidence (bench/context_engine/vector_latency.py:
-# realistic 384-d points, 200 real questions, recall@10 against exact search, 2 cores).
-# At 100k, m=16/ef_construct=100 (Qdrant's defaults) gave recall 0.945 at ef 64, 0.98 at
-# ef 128, 0.997 at ef 256; m=24 or ef_construct 128–200 bought under 0.01 of recall for
-# 30–130 % more build time; m=8 or ef_construct 48 fell below 0.95 at ef 128. At 1M, ef 128
-# fell to 0.939 and ef 256 held 0.977 (p95 5 ms warm), so searches use ef 256. It also
-# covers filtered searches: with a window holding half the points, ef 128 gave 0.944 at 20k
-# (0.967 at 256) and queries with recall 0 at 100k (none at 256).
-HNSW_M = 16
-HNSW_EF_CONSTRUCT = 100
-SEARCH_EF = 256
 # Segments holding less than this many KB of vectors are searched exhaustively (Qdrant's
 # default: 10 MB, about 6,500 384-d vectors).
 FULL_SCAN_THRESHOLD_KB = 10_000

@@ -23,7 +23,10 @@ from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from context_engine.vectors.base import (
+    HNSW_EF_CONSTRUCT,
+    HNSW_M,
     INDEXED_FIELDS,
+    SEARCH_EF,
     Kind,
     SearchFilter,
     SpaceName,
@@ -40,11 +43,6 @@ from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
 T = TypeVar("T")
-
-# The same graph and search parameters as the embedded store (edge.py has the evidence).
-HNSW_M = 16
-HNSW_EF_CONSTRUCT = 100
-SEARCH_EF = 256
 
 _SCHEMA = {
     "keyword": models.PayloadSchemaType.KEYWORD,
