@@ -128,6 +128,16 @@ class Up:
             time.sleep(0.5)
         pytest.fail(f"not healthy after {HEALTHY_TIMEOUT_S} s:\n{self.text()}")
 
+    def printed_token(self, timeout: float = 30) -> str:
+        """The token line `up` prints after the endpoints table. `status` can already report
+        healthy a moment before that table is written, so wait for the line."""
+        deadline = time.monotonic() + timeout
+        while (match := TOKEN_LINE.search(self.text())) is None:
+            if time.monotonic() > deadline:
+                pytest.fail(f"no token line after {timeout} s:\n{self.text()}")
+            time.sleep(0.1)
+        return match.group(1)
+
     def wait_exit(self, timeout: float = 120) -> int:
         code = self.proc.wait(timeout)
         self._stop.set()
@@ -192,10 +202,7 @@ def _graph(port: int, password: str | None, query: str) -> list:
         conn.close()
 
 
-def _token_in(output: str) -> str:
-    match = re.search(r"Internal token \(header X-Internal-Token\): (\S+)", output)
-    assert match, output
-    return match.group(1)
+TOKEN_LINE = re.compile(r"Internal token \(header X-Internal-Token\): (\S+)")
 
 
 def _conversation_becomes_memory(data_dir: Path, ports: dict, token: str, fk_password: str):
@@ -272,7 +279,7 @@ def test_up_stop_restart_down(tmp_path, started):
     pg_password = (secrets_dir / "postgres_password").read_text().strip()
     fk_password = (secrets_dir / "falkordb_password").read_text().strip()
     assert oct(secrets_dir.stat().st_mode & 0o777) == "0o700"
-    assert _token_in(first.text()) == token
+    assert first.printed_token() == token
 
     # Real SQL with the generated password; a wrong password is refused.
     created = _psql(
@@ -316,7 +323,7 @@ def test_up_stop_restart_down(tmp_path, started):
     pg_version_mtime = (data_dir / "postgres" / "PG_VERSION").stat().st_mtime_ns
     second = started(data_dir, ports)
     second.wait_healthy()
-    assert _token_in(second.text()) == token
+    assert second.printed_token() == token
     assert (secrets_dir / "internal_token").read_text().strip() == token
     assert "cluster created" not in second.text()
     assert (data_dir / "postgres" / "PG_VERSION").stat().st_mtime_ns == pg_version_mtime
