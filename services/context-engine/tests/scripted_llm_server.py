@@ -9,7 +9,8 @@ HTTP. What it answers is scripted by the test:
   smallest instance valid against the request's JSON schema (`response_format`), so callers that
   make many structured calls (graphiti's add_episode) get well-formed, empty answers.
 - `server.requests` records every request body, in order (`server.paths` the path of each).
-- Embeddings are deterministic unit vectors from a hash of the text (`dim` wide).
+- Embeddings are deterministic unit vectors from a hash of the text (`dim` wide), over
+  `/v1/embeddings` and Ollama's native `POST /api/embed`.
 - `POST /v1/messages` answers like Anthropic's Messages API (for the Claude fallback; point the
   anthropic SDK at `server.anthropic_url`), scripted by `server.reply_anthropic(fn)`: a str is a
   text block, a dict the input of the tool the request forces (`tool_choice`), unscripted
@@ -197,6 +198,19 @@ class ScriptedLLMServer:
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
         }
 
+    def _ollama_embed(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Ollama's native batched endpoint: {"model", "input": str | [str]} → {"embeddings"}."""
+        inputs = request.get("input", [])
+        texts = [inputs] if isinstance(inputs, str) else list(inputs)
+        if not request.get("model"):
+            return 400, {"error": "model is required"}
+        return 200, {
+            "model": request["model"],
+            "embeddings": [hash_embedding(str(t), self.dim) for t in texts],
+            "total_duration": 1000,
+            "prompt_eval_count": len(texts),
+        }
+
     def _embeddings(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         inputs = request.get("input", [])
         texts = [inputs] if isinstance(inputs, str) else list(inputs)
@@ -257,6 +271,8 @@ class ScriptedLLMServer:
             return self._chat(request)
         if path.endswith("/embeddings"):
             return self._embeddings(request)
+        if path.endswith("/api/embed"):
+            return self._ollama_embed(request)
         return 404, {"error": {"message": f"no route {path}"}}
 
     # --- lifecycle ---

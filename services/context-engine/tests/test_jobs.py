@@ -250,6 +250,20 @@ async def test_a_stage_is_queued_at_most_once_per_key(engine: Engine, settings: 
     await wait_finalised(engine, "s1", 1)
     await wait_jobs_idle(engine, "s1")
 
+    async def lock_free() -> bool | None:  # the stages after finalise (extract) hold it too
+        async with engine.runtime.db.main.connect() as conn:
+            busy = (
+                await conn.execute(
+                    text(
+                        "SELECT count(*) FROM procrastinate.procrastinate_jobs"
+                        " WHERE lock = 'session:s1' AND status IN ('todo', 'doing')"
+                    )
+                )
+            ).scalar_one()
+        return True if busy == 0 else None
+
+    await eventually(lock_free, "no job of s1 holding its lock")
+
     # Hold the session's job lock with a job 'doing' on the live worker, so that new jobs of
     # the session stay queued ('todo') while the test looks.
     async with engine.runtime.db.main.begin() as conn:

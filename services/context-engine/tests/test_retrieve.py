@@ -5,6 +5,7 @@ tests and run through /v1/context in test_api.py)."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -50,6 +51,17 @@ def test_rrf_rewards_agreement_between_legs() -> None:
     assert ids(out)[1] == "a"  # rank 1 in one leg: 1/61
     assert set(ids(out)[2:4]) == {"b", "d"}  # rank 2 in one leg each: 1/62
     assert len(fuse(ranked, 2)) == 2
+
+
+def test_leg_weights_scale_each_legs_share() -> None:
+    ranked = {"bm25": [cand("a"), cand("b")], "graph": [cand("b"), cand("a")]}
+    even = fuse(ranked, 10)
+    assert even[0].score == pytest.approx(even[1].score)  # a tie: rank 1 + rank 2 each
+    light_graph = fuse(ranked, 10, params=FusionParams(weights={"graph": 0.5}))
+    assert ids(light_graph) == ["a", "b"]
+    assert light_graph[0].score == pytest.approx(1 / 61 + 0.5 / 62)
+    heavy_graph = fuse(ranked, 10, params=FusionParams(weights={"graph": 2.0}))
+    assert ids(heavy_graph) == ["b", "a"]
 
 
 def test_decay_halves_per_half_life_down_to_the_evergreen_floor() -> None:
@@ -131,6 +143,21 @@ async def test_a_slow_and_a_failing_leg_are_reported_and_the_rest_answers(engine
     assert result.degraded == ["vector", "graph"]
     assert [r["segment_id"] for r in result.results] == ["a", "b"]
     assert ok.asked_k == 50  # several legs: each is asked for the candidate pool
+
+
+async def test_a_query_can_run_a_subset_of_the_legs(engine_db) -> None:
+    bm25 = AnsweringLegDouble("bm25", [cand("a"), cand("b")])
+    vector = AnsweringLegDouble("vector", [cand("b"), cand("c")])
+    retriever = Retriever(engine_db, [bm25, vector, FailingLegDouble()])
+    alone = await retriever.retrieve(replace(query(), legs=frozenset({"vector"})))
+    assert alone.legs == {"vector": "ok"} and bm25.asked_k is None
+    assert [r["segment_id"] for r in alone.results] == ["b", "c"]
+    assert vector.asked_k == 5  # one leg: asked for the limit, not the pool
+    both = await retriever.retrieve(replace(query(), legs=frozenset({"bm25", "vector"})))
+    assert both.legs == {"bm25": "ok", "vector": "ok"}
+    assert both.results[0]["segment_id"] == "b"  # found by both legs
+    with pytest.raises(ValueError, match="no configured leg"):
+        await retriever.retrieve(replace(query(), legs=frozenset({"elsewhere"})))
 
 
 async def test_every_leg_failing_is_an_error_naming_them(engine_db) -> None:

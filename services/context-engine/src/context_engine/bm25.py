@@ -1,9 +1,13 @@
 """The keyword leg of retrieval (turtle): BM25 over the Tantivy keyword index, with
 PostgreSQL full-text search as the fallback.
 
-Both backends take `websearch_to_tsquery('english', query)` semantics: words are ANDed,
-"quoted phrases" match in order, `or` gives alternatives, `-word` excludes; PostgreSQL parses
-and stems in both cases. Scores are mapped to [0, 1) (s / (s + 1)).
+A query in natural language ("when did Priya move to Lisbon?") is a disjunction of its words
+(stopwords dropped, stemmed): BM25 ranks texts by how many of the words they hold and how rare
+those are. A query with search syntax, a "quoted phrase" or an excluded `-word`, takes
+`websearch_to_tsquery('english', query)` semantics instead: words are ANDed, phrases match in
+order, `or` gives alternatives, `-word` excludes. PostgreSQL parses and stems in both cases, for
+both backends. Scores are mapped to [0, 1) (s / (s + 1)). The index holds each segment with its
+speaker and the turn before it (search_index.py); the PostgreSQL fallback only the segment.
 - Index (search_index.py, the default): Okapi BM25, top-k without visiting every match.
 - PostgreSQL: `ts_rank_cd` with length normalisation over every GIN match (ADR 0004). Used
   while the index is (re)building, for a query the translation does not cover, or when
@@ -12,6 +16,7 @@ and stems in both cases. Scores are mapped to [0, 1) (s / (s + 1)).
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 from sqlalchemy import text
@@ -26,10 +31,14 @@ log = get_logger(__name__)
 
 _SEARCH = text(
     """
+    WITH w AS (SELECT websearch_to_tsquery('english', :query) AS q),
+    t AS (SELECT CASE WHEN :natural
+                      THEN regexp_replace(w.q::text, ' (&|<->|<[0-9]+>) ', ' | ', 'g')::tsquery
+                      ELSE w.q END AS q FROM w)
     SELECT s.session_id, s.segment_id, s.text, s.speaker, s.spoken_at,
-           ts_rank_cd(s.tsv, q, 33) AS score
-    FROM segments s, websearch_to_tsquery('english', :query) q
-    WHERE s.tsv @@ q AND s.replaced_by IS NULL
+           ts_rank_cd(s.tsv, t.q, 33) AS score
+    FROM segments s, t
+    WHERE s.tsv @@ t.q AND s.replaced_by IS NULL
       AND s.spoken_at <= :as_of
       AND (CAST(:since AS timestamptz) IS NULL OR s.spoken_at >= CAST(:since AS timestamptz))
     ORDER BY score DESC, s.spoken_at DESC, s.segment_id
@@ -38,6 +47,13 @@ _SEARCH = text(
 )
 _PARSE = text("SELECT websearch_to_tsquery('english', :query)::text")
 MAX_PAGES = 4
+# Search syntax: a quoted phrase or an excluded word (`-word`).
+_SYNTAX = re.compile(r'"|(?:^|\s)-\w')
+
+
+def is_natural(query: str) -> bool:
+    """True for a query without search syntax: its words are alternatives, ranked by BM25."""
+    return _SYNTAX.search(query) is None
 
 
 class Bm25Leg:
@@ -61,7 +77,14 @@ class Bm25Leg:
         self, conn: AsyncConnection, q: ContextQuery, since: object, k: int
     ) -> list[Candidate]:
         rows = await conn.execute(
-            _SEARCH, {"query": q.query, "as_of": q.as_of, "since": since, "k": k}
+            _SEARCH,
+            {
+                "query": q.query,
+                "natural": is_natural(q.query),
+                "as_of": q.as_of,
+                "since": since,
+                "k": k,
+            },
         )
         return [
             Candidate(r.session_id, r.segment_id, r.text, r.speaker, r.spoken_at, float(r.score))
@@ -78,6 +101,8 @@ class Bm25Leg:
             node = tsquery.parse(parsed)
             if node is None:
                 return []  # only stopwords: nothing matches, as in PostgreSQL
+            if is_natural(q.query):
+                node = tsquery.any_term(node)
             query = tsquery.to_tantivy(node, self.index.schema, "lex")
         except (tsquery.UnsupportedQuery, ValueError) as exc:
             log.info("bm25.index_unsupported_query", reason=str(exc)[:200])

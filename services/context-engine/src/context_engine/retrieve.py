@@ -5,7 +5,8 @@ for a query "as of" a time. Legs run concurrently, each under its own timeout; a
 fails or is too slow is left out and its status says so (`legs: {"bm25": "ok",
 "graph": "timeout"}`): one layer's failure degrades retrieval, never the whole answer.
 
-Fusion (`fuse`): reciprocal rank fusion over the legs (k = `rrf_k`); then temporal decay
+Fusion (`fuse`): reciprocal rank fusion over the legs (k = `rrf_k`, each leg weighted by
+`leg_weights`); then temporal decay
 relative to `as_of` (half-life `decay_half_life_days`, never below the evergreen floor
 `decay_floor`, so an old memory that is still the best match is not buried); then MMR over the
 pool (λ = `mmr_lambda`; 1.0 = relevance only) with word-overlap similarity between texts.
@@ -37,6 +38,8 @@ class ContextQuery:
     limit: int
     as_of: datetime
     hours_back: float | None = None
+    # Run only these legs (names of configured legs); None = every configured leg.
+    legs: frozenset[str] | None = None
 
 
 @dataclass(slots=True)
@@ -96,6 +99,8 @@ class AllLegsFailedError(RuntimeError):
 @dataclass(frozen=True, slots=True)
 class FusionParams:
     rrf_k: int = 60
+    # RRF weight of each leg (a leg not named weighs 1.0).
+    weights: dict[str, float] = field(default_factory=dict)
     pool: int = 50  # candidates each leg is asked for when there are several legs
     decay_half_life_days: float | None = None  # None: no temporal decay
     decay_floor: float = 0.5  # the evergreen floor: decay never scales a score below this
@@ -158,18 +163,19 @@ def fuse(
     as_of: datetime | None = None,
     params: FusionParams = FusionParams(),
 ) -> list[Candidate]:
-    """One leg: its own order and score. Several: reciprocal rank fusion (score = sum of
-    1 / (rrf_k + rank)). Then decay relative to `as_of` and MMR (see the module docstring)."""
+    """One leg: its own order and score. Several: weighted reciprocal rank fusion (score = sum
+    of weight / (rrf_k + rank)). Then decay relative to `as_of` and MMR (module docstring)."""
     if len(ranked) == 1:
         (only,) = ranked.values()
         pool = [replace(c, legs={next(iter(ranked)): c.score}) for c in only]
     else:
         fused: dict[tuple[str, str], Candidate] = {}
         for leg, cands in ranked.items():
+            weight = params.weights.get(leg, 1.0)
             for rank, c in enumerate(cands):
                 key = (c.session_id, c.segment_id)
                 hit = fused.setdefault(key, replace(c, score=0.0, legs={}))
-                hit.score += 1.0 / (params.rrf_k + rank + 1)
+                hit.score += weight / (params.rrf_k + rank + 1)
                 hit.legs[leg] = c.score
         pool = list(fused.values())
     if as_of is not None and params.decay_half_life_days is not None:
@@ -199,16 +205,23 @@ class Retriever:
         async with asyncio.timeout(self.leg_timeout_s):
             return await leg.search(q, k)
 
+    @property
+    def leg_names(self) -> list[str]:
+        return [leg.name for leg in self.legs]
+
     async def retrieve(self, q: ContextQuery) -> ContextResult:
-        k = max(q.limit, self.params.pool) if len(self.legs) > 1 else q.limit
+        legs = [leg for leg in self.legs if q.legs is None or leg.name in q.legs]
+        if not legs:
+            raise ValueError(f"no configured leg among {sorted(q.legs or ())}")
+        k = max(q.limit, self.params.pool) if len(legs) > 1 else q.limit
         if self.params.mmr_lambda < 1.0:
             k = max(k, q.limit * 3)  # MMR needs a pool larger than what it returns
         outcomes = await asyncio.gather(
-            *(self._run_leg(leg, q, k) for leg in self.legs), return_exceptions=True
+            *(self._run_leg(leg, q, k) for leg in legs), return_exceptions=True
         )
         ranked: dict[str, list[Candidate]] = {}
         status: dict[str, LegStatus] = {}
-        for leg, outcome in zip(self.legs, outcomes, strict=True):
+        for leg, outcome in zip(legs, outcomes, strict=True):
             if isinstance(outcome, BaseException):
                 if isinstance(outcome, asyncio.CancelledError):
                     raise outcome

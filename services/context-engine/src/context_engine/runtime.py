@@ -5,6 +5,7 @@ queue and worker, retriever. `start()` waits for the schema, then starts the bac
 from __future__ import annotations
 
 import asyncio
+import time
 from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -88,6 +89,7 @@ class Runtime:
             self.recorder,
             params=FusionParams(
                 rrf_k=settings.rrf_k,
+                weights=dict(settings.leg_weights),
                 pool=settings.candidate_pool,
                 decay_half_life_days=settings.decay_half_life_days,
                 decay_floor=settings.decay_floor,
@@ -197,6 +199,14 @@ class Runtime:
         except Exception as exc:
             log.error("vectors.open_failed", error=repr(exc)[:500])
             return
+        try:
+            # Load the model now, not in the first query (a bundled model takes seconds to
+            # load: the first searches would time out their leg).
+            started = time.perf_counter()
+            await self.embedding.embedder.embed_query("warm-up")
+            log.info("vectors.embedder_ready", seconds=round(time.perf_counter() - started, 2))
+        except Exception as exc:  # the embed jobs and the vector leg report and retry it
+            log.error("vectors.embedder_failed", error=repr(exc)[:500])
         if self._jobs_open:
             await self.jobs.scan_pending()  # a new space, or what was missed while down
 

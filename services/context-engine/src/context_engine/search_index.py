@@ -35,22 +35,42 @@ from her_os_shared.logging import get_logger
 log = get_logger(__name__)
 T = TypeVar("T")
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: documents carry the speaker and the turn before
 _CLEAN = "CLEAN"
 _VERSION = "SCHEMA_VERSION"
 _LEXEME = re.compile(r"'((?:[^']|'')*)'(?::([0-9A-D,]+))?")
 
+# What a segment is found by: its own words and speaker, after the turn before it in the same
+# session (its words and speaker). A question's answer often needs that context ("Where did
+# you go?" / "Lisbon."); measured on LoCoMo (docs/adr/0010-retrieval-defaults.md). PostgreSQL's
+# tsvector `||` shifts the right-hand positions, so phrases stay within one turn.
+# _ROWS: a session's segments (`ids` NULL), or the given ones and the segments right after
+# them (whose context they are).
 _ROWS = text(
     """
-    SELECT session_id, segment_id, spoken_at, replaced_by IS NULL AS active, tsv::text AS tsv
-    FROM segments
-    WHERE session_id = :sid
-      AND (CAST(:ids AS text[]) IS NULL OR segment_id = ANY(CAST(:ids AS text[])))
+    WITH c AS (
+      SELECT segment_id,
+             lag(to_tsvector('english', speaker) || tsv) OVER w AS prev,
+             lag(segment_id) OVER w AS prev_id
+      FROM segments WHERE session_id = :sid AND replaced_by IS NULL
+      WINDOW w AS (ORDER BY start_s, segment_id)
+    )
+    SELECT s.session_id, s.segment_id, s.spoken_at, s.replaced_by IS NULL AS active,
+      (coalesce(c.prev, ''::tsvector) || to_tsvector('english', s.speaker) || s.tsv)::text AS tsv
+    FROM segments s LEFT JOIN c USING (segment_id)
+    WHERE s.session_id = :sid
+      AND (CAST(:ids AS text[]) IS NULL OR s.segment_id = ANY(CAST(:ids AS text[]))
+           OR c.prev_id = ANY(CAST(:ids AS text[])))
     """
 )
 _ALL_ACTIVE = text(
-    "SELECT session_id, segment_id, spoken_at, true AS active, tsv::text AS tsv"
-    " FROM segments WHERE replaced_by IS NULL"
+    """
+    SELECT session_id, segment_id, spoken_at, true AS active,
+      (coalesce(lag(to_tsvector('english', speaker) || tsv) OVER w, ''::tsvector)
+       || to_tsvector('english', speaker) || tsv)::text AS tsv
+    FROM segments WHERE replaced_by IS NULL
+    WINDOW w AS (PARTITION BY session_id ORDER BY start_s, segment_id)
+    """
 )
 
 
@@ -243,6 +263,8 @@ class SegmentSearchIndex:
             for sid, ids in changes.segments.items():
                 for gid in ids:
                     w.delete_documents_by_term("key", key_of(sid, gid))
+            for r in rows:  # followers of changed segments: re-indexed with their new context
+                w.delete_documents_by_term("key", key_of(r.session_id, r.segment_id))
             for r in rows:
                 if r.active:
                     w.add_document(self._document(r))

@@ -136,6 +136,29 @@ def parse(tsquery: str) -> Node | None:
     return _Parser(tokens).parse() if tokens else None
 
 
+def any_term(node: Node) -> Node:
+    """The query's words as alternatives (a disjunction of every lexeme, phrases split into
+    their words): BM25 then ranks by how many and how rare the matched words are, which is what
+    a question in natural language wants (ANDing every word of "when did Priya move to Lisbon"
+    finds only texts that contain all of them)."""
+    terms: list[str] = []
+
+    def walk(n: Node) -> None:
+        if isinstance(n, Lexeme):
+            terms.append(n.text)
+        elif isinstance(n, Phrase):
+            terms.extend(word for _, word in n.words)
+        elif n.kind == "not":
+            raise UnsupportedQuery("a negation is not a natural-language query")
+        else:
+            for arg in n.args:
+                walk(arg)
+
+    walk(node)
+    unique = tuple(Lexeme(t) for t in dict.fromkeys(terms))
+    return unique[0] if len(unique) == 1 else Op("or", unique)
+
+
 def to_tantivy(node: Node, schema: tantivy.Schema, field: str) -> tantivy.Query:
     Q, Occur = tantivy.Query, tantivy.Occur
     if isinstance(node, Lexeme):

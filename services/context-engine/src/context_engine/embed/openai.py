@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from context_engine.embed.base import Embedder, EmbedderConfigError, EmbedderError, normalise
+from context_engine.embed.base import Embedder, EmbedderError, matryoshka, server_url
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -52,17 +52,13 @@ class OpenAIEmbedder(Embedder):
 
     @classmethod
     def from_settings(cls, settings: Settings) -> OpenAIEmbedder:
-        if not settings.embed_base_url:
-            raise EmbedderConfigError(
-                f"embedder 'openai' needs a server: set {settings.env_name('embed_base_url')} "
-                "(e.g. http://127.0.0.1:11434/v1)"
-            )
         return cls(
-            settings.embed_base_url,
+            server_url(settings, "http://127.0.0.1:11434/v1"),
             settings.embed_model,
             settings.embed_dim,
             api_key=settings.embed_api_key.get_secret_value(),
             timeout_s=settings.llm_timeout_s,
+            query_prefix=settings.embed_query_prefix,
             dim_setting=settings.env_name("embed_dim"),
         )
 
@@ -97,15 +93,7 @@ class OpenAIEmbedder(Embedder):
                 )
             rows.extend(list(d.embedding) for d in data)
         vectors = np.asarray(rows, dtype=np.float32)
-        if vectors.ndim != 2 or vectors.shape[1] < self.dim:
-            got = vectors.shape[1] if vectors.ndim == 2 else 0
-            raise EmbedderConfigError(
-                f"model {self.model!r} returns {got}-d vectors, fewer than {self.dim}: "
-                f"lower {self._dim_setting}"
-            )
-        if not np.all(np.isfinite(vectors)):
-            raise EmbedderError("embedding server returned non-finite values")
-        return normalise(vectors[:, : self.dim])  # Matryoshka truncation, then unit length
+        return matryoshka(vectors, self.dim, self.model, self._dim_setting)
 
     async def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         items = [self.passage_prefix + t for t in texts]

@@ -14,6 +14,7 @@ supersession reads a pair's timeline and then writes it, which must not interlea
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from contextlib import suppress
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -226,6 +227,7 @@ class KnowledgeGraph:
         known_at: datetime | None = None,
         limit: int = 100,
         collapse: bool = True,
+        entity_uuids: Sequence[str] | None = None,
     ) -> list[Fact]:
         return await self._ready()[1].facts_as_of(
             as_of,
@@ -234,6 +236,7 @@ class KnowledgeGraph:
             known_at=known_at,
             limit=limit,
             collapse=collapse,
+            entity_uuids=entity_uuids,
         )
 
     async def search(

@@ -24,6 +24,7 @@ episodes, sessions and segments.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -58,21 +59,31 @@ _EDGE_CORE = {
     "reference_time",
 }  # fmt: skip
 
+# Properties as [key, value] pairs without the embeddings: a 384-float vector per row is most
+# of the bytes and of the client's parsing time (10× slower graph leg when returned).
 _NODE_RETURN = """
     n.uuid AS uuid, n.name AS name, labels(n) AS labels, n.summary AS summary,
-    n.created_at AS created_at, properties(n) AS props
+    n.created_at AS created_at,
+    [k IN keys(n) WHERE k <> 'name_embedding' | [k, n[k]]] AS props
 """
 _FACT_RETURN = """
     e.uuid AS uuid, e.name AS name, e.fact AS fact, e.episodes AS episodes,
     startNode(e).uuid AS source_uuid, startNode(e).name AS source_name,
     endNode(e).uuid AS target_uuid, endNode(e).name AS target_name,
     coalesce(e.valid_at, e.reference_time) AS valid_at, e.invalid_at AS invalid_at,
-    e.created_at AS created_at, e.expired_at AS expired_at, properties(e) AS props
+    e.created_at AS created_at, e.expired_at AS expired_at,
+    [k IN keys(e) WHERE k <> 'fact_embedding' | [k, e[k]]] AS props
 """
 
 
+def _props(row: dict[str, Any]) -> dict[str, Any]:
+    """The `props` column: [key, value] pairs (or a map, as older queries returned it)."""
+    raw = row.get("props") or {}
+    return dict(raw.items()) if isinstance(raw, dict) else {str(k): v for k, v in raw}
+
+
 def node_from_row(row: dict[str, Any]) -> GraphNode:
-    props = dict(row.get("props") or {})
+    props = _props(row)
     group = str(props.get("group_id") or "")
     hidden = {"Entity", "Entity_" + group.replace("-", "")}
     return GraphNode(
@@ -87,7 +98,7 @@ def node_from_row(row: dict[str, Any]) -> GraphNode:
 
 
 def fact_from_row(row: dict[str, Any], sessions: dict[str, str]) -> Fact:
-    attributes = {k: v for k, v in (row.get("props") or {}).items() if k not in _EDGE_CORE}
+    attributes = {k: v for k, v in _props(row).items() if k not in _EDGE_CORE}
     episodes = list(row.get("episodes") or [])
     session_ids: list[str] = []
     own = attributes.get("session_id")
@@ -252,10 +263,11 @@ class GraphQueries:
         known_at: datetime | None = None,
         limit: int = 100,
         collapse: bool = True,
+        entity_uuids: Sequence[str] | None = None,
     ) -> list[Fact]:
         """What was true at `as_of` (see the module docstring), most recent first.
-        `subject`: facts whose subject is called that; `entity_uuid`: facts on either side
-        of that node."""
+        `subject`: facts whose subject is called that; `entity_uuid` / `entity_uuids`: facts
+        on either side of that node / of any of those nodes (one query for several)."""
         where = [
             "e.group_id = $group_id",
             "coalesce(e.valid_at, e.reference_time) IS NOT NULL",
@@ -279,6 +291,9 @@ class GraphQueries:
         if entity_uuid is not None:
             where.append("(s.uuid = $entity OR t.uuid = $entity)")
             params["entity"] = entity_uuid
+        if entity_uuids is not None:
+            where.append("(s.uuid IN $entities OR t.uuid IN $entities)")
+            params["entities"] = list(entity_uuids)
         # Restatements collapse after the query: fetch enough rows to fill `limit`.
         fetch = limit * 10 if collapse else limit
         rows = await run(

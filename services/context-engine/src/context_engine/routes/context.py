@@ -26,9 +26,27 @@ async def get_context(
         datetime | None,
         Query(description="ISO time the search is relative to (default now; naive = UTC)"),
     ] = None,
+    legs: Annotated[
+        str | None,
+        Query(
+            max_length=64,
+            description="comma-separated legs to run (bm25, vector, graph); default: all enabled",
+        ),
+    ] = None,
 ) -> ContextResponse:
     if not query.strip():
         raise HTTPException(status_code=422, detail="query: must not be blank")
+    chosen: frozenset[str] | None = None
+    if legs is not None:
+        chosen = frozenset(name.strip() for name in legs.split(",") if name.strip())
+        enabled = runtime.retriever.leg_names
+        unknown = sorted(chosen - set(enabled))
+        if not chosen or unknown:
+            raise HTTPException(
+                status_code=422,
+                detail=f"legs: {', '.join(unknown) or 'none given'} not among the enabled "
+                f"legs ({', '.join(enabled)})",
+            )
     when = datetime.now(UTC) if as_of is None else as_of
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
@@ -37,6 +55,7 @@ async def get_context(
         limit=limit or runtime.settings.context_default_limit,
         as_of=when,
         hours_back=hours_back,
+        legs=chosen,
     )
     try:
         result = await runtime.retriever.retrieve(q)
