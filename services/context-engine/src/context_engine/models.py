@@ -282,7 +282,7 @@ class SegmentVector(Base):
             ondelete="CASCADE",
             name="fk_segment_vectors_segment",
         ),
-        Index("ix_segment_vectors_space", "space"),
+        Index("ix_segment_vectors_space_session", "space", "session_id"),
     )
 
 
