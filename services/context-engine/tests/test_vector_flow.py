@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 from engine_harness import Engine, eventually, ingest, query, start_engine, write_conversation
 
 from context_engine.config import Settings
+from context_engine.vector_leg import VectorLeg
 
 T0 = datetime(2025, 6, 1, 10, 0, tzinfo=UTC)
 LATER = (T0 + timedelta(days=1)).isoformat()
@@ -157,3 +160,26 @@ async def test_a_lost_vector_index_is_embedded_again(settings: Settings) -> None
         await eventually(refilled, "the index embedded again")
         hit = (await context(engine, "vehicle maintenance", limit=1))["results"][0]
         assert hit["segment_id"] == "v5-3"
+
+
+class CountingEmbedderDouble:
+    """Counts the queries that reached the model."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        self.calls.append(text)
+        return np.full(4, float(len(self.calls)), dtype=np.float32)
+
+
+async def test_repeated_queries_skip_the_model() -> None:
+    embedder = CountingEmbedderDouble()
+    leg = VectorLeg(SimpleNamespace(embedder=embedder), cache_size=2)  # type: ignore[arg-type]
+    first = await leg.query_vector("what did priya say")
+    assert np.array_equal(await leg.query_vector("what did priya say"), first)
+    await leg.query_vector("b")
+    await leg.query_vector("what did priya say")  # recently used: kept
+    await leg.query_vector("c")  # evicts "b", the least recently used
+    await leg.query_vector("b")
+    assert embedder.calls == ["what did priya say", "b", "c", "b"]

@@ -4,27 +4,47 @@ window), re-checked in PostgreSQL (still stored, not replaced by a sweep). Score
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from datetime import timedelta
+
+import numpy as np
 
 from context_engine.embedding import SegmentEmbedding
 from context_engine.retrieve import Candidate, ContextQuery, fetch_active
 
 # Extra hits asked of the index for those PostgreSQL no longer has as active.
 SLACK = 10
+# Query vectors kept (least recently used dropped): a repeated question (a session briefing,
+# a client polling) skips the model, which costs more than the rest of the leg on a CPU.
+QUERY_CACHE = 512
 
 
 class VectorLeg:
     name = "vector"
     creature = "shark"
 
-    def __init__(self, embedding: SegmentEmbedding) -> None:
+    def __init__(self, embedding: SegmentEmbedding, *, cache_size: int = QUERY_CACHE) -> None:
         self.embedding = embedding
+        self.cache_size = cache_size
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    async def query_vector(self, text: str) -> np.ndarray:
+        """The query's vector, from the cache when the same text was asked recently."""
+        vector = self._vectors.get(text)
+        if vector is not None:
+            self._vectors.move_to_end(text)
+            return vector
+        vector = await self.embedding.embedder.embed_query(text)
+        self._vectors[text] = vector
+        if len(self._vectors) > self.cache_size:
+            self._vectors.popitem(last=False)
+        return vector
 
     async def search(self, q: ContextQuery, k: int) -> list[Candidate]:
         if not self.embedding.opened:
             raise RuntimeError("the vector index is not open yet")
         since = None if q.hours_back is None else q.as_of - timedelta(hours=q.hours_back)
-        vector = await self.embedding.embedder.embed_query(q.query)
+        vector = await self.query_vector(q.query)
         hits = await self.embedding.store.search(
             self.embedding.space,
             vector,
