@@ -251,16 +251,12 @@ async def test_a_stage_is_queued_at_most_once_per_key(engine: Engine, settings: 
     await wait_jobs_idle(engine, "s1")
 
     async def lock_free() -> bool | None:  # the stages after finalise (extract) hold it too
-        async with engine.runtime.db.main.connect() as conn:
-            busy = (
-                await conn.execute(
-                    text(
-                        "SELECT count(*) FROM procrastinate.procrastinate_jobs"
-                        " WHERE lock = 'session:s1' AND status IN ('todo', 'doing')"
-                    )
-                )
-            ).scalar_one()
-        return True if busy == 0 else None
+        (row,) = await query(
+            engine,
+            "SELECT count(*) AS busy FROM procrastinate.procrastinate_jobs"
+            " WHERE lock = 'session:s1' AND status IN ('todo', 'doing')",
+        )
+        return True if row["busy"] == 0 else None
 
     await eventually(lock_free, "no job of s1 holding its lock")
 

@@ -18,6 +18,7 @@ from context_engine.retrieve import (
     ContextQuery,
     FusionParams,
     Retriever,
+    UnknownLegsError,
     decay,
     fuse,
     mmr,
@@ -156,7 +157,7 @@ async def test_a_query_can_run_a_subset_of_the_legs(engine_db) -> None:
     both = await retriever.retrieve(replace(query(), legs=frozenset({"bm25", "vector"})))
     assert both.legs == {"bm25": "ok", "vector": "ok"}
     assert both.results[0]["segment_id"] == "b"  # found by both legs
-    with pytest.raises(ValueError, match="no configured leg"):
+    with pytest.raises(UnknownLegsError, match=r"legs: elsewhere not among the enabled legs"):
         await retriever.retrieve(replace(query(), legs=frozenset({"elsewhere"})))
 
 

@@ -41,7 +41,7 @@ _WORD = re.compile(r"[\w'’-]+", re.UNICODE)
 _RECOGNISE = text(
     """
     SELECT e.id, e.type, e.name, e.canonical_name, e.episode_count,
-           ln((n.sessions + 1.0) / (e.episode_count + 0.5)) AS weight
+           greatest(ln((n.sessions + 1.0) / (e.episode_count + 0.5)), 0.05) AS weight
     FROM entities e, (SELECT count(*) AS sessions FROM sessions) n
     WHERE e.canonical_name = ANY(CAST(:names AS text[])) AND e.type = ANY(CAST(:types AS text[]))
       AND e.episode_count > 0
@@ -109,7 +109,7 @@ class GraphLeg:
             ).all()
             if not found:
                 return []
-            weights = {r.id: max(float(r.weight), 0.05) for r in found}
+            weights = {r.id: float(r.weight) for r in found}
             scores: dict[tuple[str, str], float] = {}
             rows: dict[tuple[str, str], Any] = {}
             mentions = await conn.execute(

@@ -96,6 +96,10 @@ class AllLegsFailedError(RuntimeError):
     pass
 
 
+class UnknownLegsError(ValueError):
+    """A query named legs that are not enabled (or none at all)."""
+
+
 @dataclass(frozen=True, slots=True)
 class FusionParams:
     rrf_k: int = 60
@@ -205,14 +209,15 @@ class Retriever:
         async with asyncio.timeout(self.leg_timeout_s):
             return await leg.search(q, k)
 
-    @property
-    def leg_names(self) -> list[str]:
-        return [leg.name for leg in self.legs]
-
     async def retrieve(self, q: ContextQuery) -> ContextResult:
+        enabled = [leg.name for leg in self.legs]
+        unknown = sorted(set(q.legs or ()) - set(enabled))
+        if unknown or q.legs == frozenset():
+            raise UnknownLegsError(
+                f"legs: {', '.join(unknown) or 'none given'} not among the enabled legs "
+                f"({', '.join(enabled)})"
+            )
         legs = [leg for leg in self.legs if q.legs is None or leg.name in q.legs]
-        if not legs:
-            raise ValueError(f"no configured leg among {sorted(q.legs or ())}")
         k = max(q.limit, self.params.pool) if len(legs) > 1 else q.limit
         if self.params.mmr_lambda < 1.0:
             k = max(k, q.limit * 3)  # MMR needs a pool larger than what it returns

@@ -199,16 +199,21 @@ class Runtime:
         except Exception as exc:
             log.error("vectors.open_failed", error=repr(exc)[:500])
             return
-        try:
-            # Load the model now, not in the first query (a bundled model takes seconds to
-            # load: the first searches would time out their leg).
-            started = time.perf_counter()
-            await self.embedding.embedder.embed_query("warm-up")
-            log.info("vectors.embedder_ready", seconds=round(time.perf_counter() - started, 2))
-        except Exception as exc:  # the embed jobs and the vector leg report and retry it
-            log.error("vectors.embedder_failed", error=repr(exc)[:500])
+        self._tasks.append(asyncio.create_task(self._warm_embedder(), name="embedder-warm-up"))
         if self._jobs_open:
             await self.jobs.scan_pending()  # a new space, or what was missed while down
+
+    async def _warm_embedder(self) -> None:
+        """Load the model now, in the background, not in the first query (a bundled model
+        takes seconds to load: the first searches would time out their leg)."""
+        assert self.embedding is not None
+        started = time.perf_counter()
+        try:
+            await self.embedding.embedder.embed_query("warm-up")
+        except Exception as exc:  # the embed jobs and the vector leg report and retry it
+            log.error("vectors.embedder_failed", error=repr(exc)[:500])
+            return
+        log.info("vectors.embedder_ready", seconds=round(time.perf_counter() - started, 2))
 
     async def stop(self) -> None:
         """Stop everything, in bounded time even when PostgreSQL is gone."""

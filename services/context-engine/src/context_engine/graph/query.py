@@ -77,9 +77,8 @@ _FACT_RETURN = """
 
 
 def _props(row: dict[str, Any]) -> dict[str, Any]:
-    """The `props` column: [key, value] pairs (or a map, as older queries returned it)."""
-    raw = row.get("props") or {}
-    return dict(raw.items()) if isinstance(raw, dict) else {str(k): v for k, v in raw}
+    """The `props` column: [key, value] pairs."""
+    return {str(k): v for k, v in row.get("props") or []}
 
 
 def node_from_row(row: dict[str, Any]) -> GraphNode:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
 
-from context_engine.retrieve import AllLegsFailedError, ContextQuery
+from context_engine.retrieve import AllLegsFailedError, ContextQuery, UnknownLegsError
 from context_engine.routes.deps import RuntimeDep
 from context_engine.schemas import ContextResponse
 
@@ -36,17 +36,9 @@ async def get_context(
 ) -> ContextResponse:
     if not query.strip():
         raise HTTPException(status_code=422, detail="query: must not be blank")
-    chosen: frozenset[str] | None = None
+    chosen = None
     if legs is not None:
         chosen = frozenset(name.strip() for name in legs.split(",") if name.strip())
-        enabled = runtime.retriever.leg_names
-        unknown = sorted(chosen - set(enabled))
-        if not chosen or unknown:
-            raise HTTPException(
-                status_code=422,
-                detail=f"legs: {', '.join(unknown) or 'none given'} not among the enabled "
-                f"legs ({', '.join(enabled)})",
-            )
     when = datetime.now(UTC) if as_of is None else as_of
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
@@ -59,6 +51,8 @@ async def get_context(
     )
     try:
         result = await runtime.retriever.retrieve(q)
+    except UnknownLegsError as exc:
+        raise HTTPException(status_code=422, detail=str(exc)) from None
     except AllLegsFailedError as exc:
         raise HTTPException(status_code=503, detail=str(exc)) from None
     return ContextResponse.model_validate(
