@@ -4,13 +4,15 @@ UV := UV_PYTHON_DOWNLOADS=never python3.11 -m uv
 RUN := $(UV) run --frozen
 
 .PHONY: help setup up down status logs test test-python test-dashboard lint format bench bench-1m \
-	bench-audio test-real-llm bench-extract bench-latency bench-latency-1m bench-locomo
+	bench-audio test-real-llm bench-extract bench-latency bench-latency-1m bench-locomo \
+	bench-consolidation
 
 help:
 	@echo "make up        set up if needed, then run the platform on embedded defaults (Ctrl-C stops)"
 	@echo "make test      set up if needed, then run every test (lint, Python, dashboard)"
 	@echo "make down | status | logs    control a running platform"
-	@echo "make bench | bench-audio | bench-extract | bench-latency | bench-locomo    benchmarks (docs/benchmarks.md)"
+	@echo "make bench | bench-audio | bench-extract | bench-latency | bench-locomo | bench-consolidation"
+	@echo "               benchmarks (docs/benchmarks.md)"
 	@echo "make test-real-llm    opt-in proof against a real llama-server (slow the first time)"
 
 setup:
@@ -53,6 +55,10 @@ bench: setup
 	$(BENCH)/ingest_throughput.py
 	$(BENCH)/time_to_searchable.py
 	$(BENCH)/bm25_latency.py
+
+# The nightly consolidation (communities, tiers, salience) over 100k synthetic entities.
+bench-consolidation: setup
+	$(BENCH)/consolidation.py
 
 bench-1m: setup
 	$(BENCH)/bm25_latency.py --segments 1000000

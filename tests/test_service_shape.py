@@ -69,6 +69,13 @@ BUILT_ENDPOINTS: dict[str, dict[str, set[str]]] = {
         "/v1/stats": {"get"},
         "/v1/jobs": {"get"},
         "/v1/jobs/{job_id}/retry": {"post"},
+        "/v1/consolidate": {"post"},
+        "/v1/consolidate/runs": {"get"},
+        "/v1/consolidate/runs/{run_id}": {"get"},
+        "/v1/tiers/stats": {"get"},
+        "/v1/daily": {"get"},
+        "/v1/promises": {"get"},
+        "/v1/promises/{entity_id}/fulfil": {"post"},
     },
     "annie_voice": {"/health": {"get"}},
 }

@@ -340,6 +340,17 @@ async def ask_all(
 # --- the services ---------------------------------------------------------------------------
 
 
+def consolidate(engine: EngineProcess, as_of: datetime) -> dict[str, int]:
+    """What the nightly job would have done by `as_of`: communities, tiers, salience (so the
+    `tier_weights` sweeps have tiers to weigh). Returns entities per tier."""
+    with httpx.Client(base_url=engine.base_url, headers=engine.headers, timeout=900) as client:
+        r = client.post("/v1/consolidate", params={"as_of": as_of.isoformat(), "wait": "true",
+                                                   "timeout_s": 900})  # fmt: skip
+        r.raise_for_status()
+        stats = client.get("/v1/tiers/stats").json()
+    return {tier: counts["count"] for tier, counts in stats["tiers"].items()}
+
+
 def wait_embedder(engine: EngineProcess, timeout_s: float = 300) -> None:
     """Until the engine has loaded its query embedder (it logs `vectors.embedder_ready`)."""
     deadline = time.monotonic() + timeout_s
@@ -542,6 +553,8 @@ async def run(
                 index_times[conv.sample_id] = await wait_indexed(
                     database_url, conv, graph, index_timeout_s
                 )
+                console.print(f"consolidated as of the end: entities per tier "
+                              f"{consolidate(engine, as_of)}")  # fmt: skip
                 runs: list[tuple[str, str | None]] = [("fused", None)]
                 runs += [(f"{leg} alone", leg) for leg in legs]
                 with Progress(

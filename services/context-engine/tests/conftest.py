@@ -1,17 +1,20 @@
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from context_engine.config import Settings
+from context_engine.migrate import upgrade
 
 # Helpers beside the tests import as top-level modules (pytest runs in importlib mode); the
 # PostgreSQL fixtures come from pg_harness, a plugin of the root conftest.py.
 sys.path.insert(0, str(Path(__file__).parent))
-from engine_harness import TOKEN, Engine, start_engine
+from engine_harness import TOKEN, Engine, start_engine, start_graph_engine
 
 
 @pytest.fixture
@@ -32,6 +35,25 @@ def settings(db_url: str, tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
+async def db(db_url: str) -> AsyncIterator[AsyncEngine]:
+    """A migrated empty database (no engine running on it)."""
+    await asyncio.to_thread(upgrade, db_url)
+    eng = create_async_engine(db_url)
+    yield eng
+    await eng.dispose()
+
+
+@pytest.fixture
 async def engine(settings: Settings) -> AsyncIterator[Engine]:
     async for e in start_engine(settings):
+        yield e
+
+
+@pytest.fixture
+async def graph_engine(
+    settings: Settings, falkordb_server: str, graph_group: str
+) -> AsyncIterator[Engine]:
+    """The engine with a knowledge graph on the test FalkorDB (its own group), once open."""
+    with_graph = {"graph_url": falkordb_server, "graph_group_id": graph_group}
+    async for e in start_graph_engine(settings.model_copy(update=with_graph)):
         yield e

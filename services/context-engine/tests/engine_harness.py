@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 import pytest
@@ -21,6 +21,9 @@ from context_engine.config import Settings
 from context_engine.runtime import Runtime
 from her_os_shared.jsonl import append_records
 from her_os_shared.transcript import Segment, TranscriptPayload
+
+if TYPE_CHECKING:
+    from context_engine.graph import KnowledgeGraph
 
 TOKEN = "t" * 32
 DEADLINE_S = 30.0
@@ -41,8 +44,8 @@ class Engine:
     async def get(self, path: str, **params: object) -> httpx.Response:
         return await self.client.get(path, params=params, headers={"X-Internal-Token": TOKEN})
 
-    async def post(self, path: str) -> httpx.Response:
-        return await self.client.post(path, headers={"X-Internal-Token": TOKEN})
+    async def post(self, path: str, **params: object) -> httpx.Response:
+        return await self.client.post(path, params=params, headers={"X-Internal-Token": TOKEN})
 
 
 async def start_engine(settings: Settings) -> AsyncIterator[Engine]:
@@ -54,6 +57,17 @@ async def start_engine(settings: Settings) -> AsyncIterator[Engine]:
     ):
         await asyncio.wait_for(app.state.runtime.started.wait(), 60)
         yield Engine(app, client)
+
+
+async def start_graph_engine(settings: Settings) -> AsyncIterator[Engine]:
+    """start_engine, then wait until the engine's knowledge graph is open."""
+    async for engine in start_engine(settings):
+
+        async def opened(graph: KnowledgeGraph | None = engine.runtime.graph) -> bool | None:
+            return True if graph is not None and graph.opened else None
+
+        await eventually(opened, "the graph to open")
+        yield engine
 
 
 async def ingest(engine: Engine, session_id: str) -> dict[str, Any]:

@@ -245,13 +245,15 @@ async def test_context_returns_ingested_segments_with_their_shape(
         "relevance_score",
         "speaker",
         "entities",
+        "tier",
     }
+    assert hit["tier"] == "L0"  # nothing consolidated yet
     assert hit["text"] == "The red fox jumped over the lazy dog"
     assert hit["source_session"] == "s1" and hit["segment_id"] == "g1"
     assert hit["speaker"] == "alice"
     assert datetime.fromisoformat(hit["timestamp"]) == T0 + timedelta(seconds=10)
     assert 0 < hit["relevance_score"] < 1
-    assert hit["entities"] == [{"name": "Fox", "type": "animal"}]
+    assert hit["entities"] == [{"name": "Fox", "type": "animal", "tier": "L0"}]
 
     # Matches without entities carry an empty list; words are stemmed ("cats" → "cat").
     cats = {h["segment_id"]: h for h in await search(engine, "cats")}
@@ -668,7 +670,14 @@ async def test_entities(engine: Engine) -> None:
         "last_seen",
         "episode_count",
         "contradicted_at",
+        "tier",
+        "salience",
+        "low_salience",
+        "contradicted",
+        "tier_changed_at",
+        "community_id",
     }
+    assert (alice["tier"], alice["salience"], alice["community_id"]) == ("L0", 1.0, None)
     assert alice["type"] == "person" and alice["properties"] == {"n": 5}
     assert alice["sensitivity"] == "open" and alice["contradicted_at"] is None
     assert alice["episode_count"] == 5 and alice["confidence"] == 0.5

@@ -353,6 +353,11 @@ async def test_forget_session(knowledge_graph: KnowledgeGraph) -> None:
         ),
         "f@1",
     )
+    # Ravi is in a community: membership is derived from him, it must not keep him alive.
+    await cypher(
+        knowledge_graph,
+        "MATCH (n:Entity {name: 'Ravi'}) CREATE (:Community {uuid: 'c1'})-[:HAS_MEMBER]->(n)",
+    )
     forgotten = await knowledge_graph.forget_session("s2")
     assert len(forgotten.reinstated) == 1
     assert await knowledge_graph.find_entity_nodes("Ravi") == []  # only s2 mentioned Ravi

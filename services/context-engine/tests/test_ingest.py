@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from context_engine.ingest import Ingestor
-from context_engine.migrate import upgrade
 from her_os_shared.jsonl import append_records, encode_line
 from her_os_shared.transcript import Segment, TranscriptPayload
 
@@ -40,14 +37,6 @@ def payload(*segments: Segment, session: str = "s1", sweep: bool = False) -> Tra
         is_sweep=sweep,
         segments=list(segments),
     )
-
-
-@pytest.fixture
-async def db(db_url: str) -> AsyncIterator[AsyncEngine]:
-    await asyncio.to_thread(upgrade, db_url)
-    eng = create_async_engine(db_url)
-    yield eng
-    await eng.dispose()
 
 
 @pytest.fixture

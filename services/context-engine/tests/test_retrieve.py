@@ -22,6 +22,7 @@ from context_engine.retrieve import (
     decay,
     fuse,
     mmr,
+    named_speaker,
 )
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -63,6 +64,51 @@ def test_leg_weights_scale_each_legs_share() -> None:
     assert light_graph[0].score == pytest.approx(1 / 61 + 0.5 / 62)
     heavy_graph = fuse(ranked, 10, params=FusionParams(weights={"graph": 2.0}))
     assert ids(heavy_graph) == ["b", "a"]
+
+
+def test_named_speaker_is_the_one_speaker_a_query_names_as_a_whole_word() -> None:
+    speakers = {"Priya", "Jon", "Dr. K", "", "SPEAKER_01"}
+    assert named_speaker("What does priya paint?", speakers) == "Priya"
+    assert named_speaker("Did Dr. K call back?", speakers) == "Dr. K"  # no regex surprises
+    assert named_speaker("Where did Jonathan go?", speakers) is None  # not a whole word
+    assert named_speaker("Which city have Priya and Jon both seen?", speakers) is None
+    assert named_speaker("What is the weather like?", speakers) is None
+
+
+def _said(gid: str, speaker: str) -> Candidate:
+    return replace(cand(gid), speaker=speaker)
+
+
+def test_speaker_prior_lifts_the_named_speakers_own_words() -> None:
+    ranked = {
+        "bm25": [_said("m1", "Mel"), _said("c1", "Caro"), _said("m2", "Mel")],
+        "vector": [_said("m1", "Mel"), _said("c1", "Caro"), _said("m2", "Mel")],
+    }
+    p = FusionParams(rrf_k=10, speaker_boost=0.5)
+    assert ids(fuse(ranked, 3, query="What does Caro paint?", params=p)) == ["c1", "m1", "m2"]
+    lifted = fuse(ranked, 3, query="What does Caro paint?", params=p)[0]
+    assert lifted.score == pytest.approx(1.5 * 2 / 12)
+    # No prior: when it is off, when no speaker or both speakers are named.
+    assert ids(fuse(ranked, 3, query="What does Caro paint?")) == ["m1", "c1", "m2"]
+    assert ids(fuse(ranked, 3, query="What do they paint?", params=p)) == ["m1", "c1", "m2"]
+    both = "Did Caro and Mel paint?"
+    assert ids(fuse(ranked, 3, query=both, params=p)) == ["m1", "c1", "m2"]
+
+
+def test_tier_filter_weights_and_decay_of_episodes_only() -> None:
+    ranked = {"bm25": [cand("ep", 1.0), cand("fact", 0.9), cand("pattern", 0.8)]}
+    tiers = {("s", "fact"): "L1", ("s", "pattern"): "L2"}  # "ep" mentions nothing: L0
+    assert ids(fuse(ranked, 5, tiers=tiers, tier_filter=frozenset({"L1", "L2"}))) == [
+        "fact", "pattern"
+    ]  # fmt: skip
+    heavy = FusionParams(tier_weights={"L2": 2.0})
+    assert ids(fuse(ranked, 5, tiers=tiers, params=heavy)) == ["pattern", "ep", "fact"]
+    assert heavy.needs_tiers and not FusionParams().needs_tiers
+    # Decay ages episodes; a validated fact a year old keeps its score.
+    old = {"bm25": [cand("fact", 0.9, days_ago=365), cand("ep", 0.8, days_ago=365)]}
+    p = FusionParams(decay_half_life_days=30, decay_floor=0.1)
+    out = fuse(old, 5, as_of=NOW, params=p, tiers={("s", "fact"): "L1"})
+    assert [(c.segment_id, round(c.score, 3)) for c in out] == [("fact", 0.9), ("ep", 0.08)]
 
 
 def test_decay_halves_per_half_life_down_to_the_evergreen_floor() -> None:

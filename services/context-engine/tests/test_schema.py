@@ -17,7 +17,8 @@ from context_engine.models import Base
 TABLES = {
     "sessions", "segments", "entities", "entity_mentions", "ingest_offsets",
     "observability_events", "session_stages", "extracted_relations", "extraction_runs",
-    "entity_contradictions", "vector_spaces", "segment_vectors",
+    "entity_contradictions", "vector_spaces", "segment_vectors", "communities",
+    "consolidation_runs", "entity_tier_history", "daily_reflections", "promise_fulfilments",
 }  # fmt: skip
 
 
@@ -39,7 +40,7 @@ async def test_migrations_create_the_schema_and_match_the_models(engine) -> None
         version = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
     assert TABLES <= tables
     assert diff == [], f"models and migrations disagree: {diff}"
-    assert version == "0005"
+    assert version == "0006"
 
 
 async def test_segment_text_is_searchable_through_the_generated_tsvector(engine) -> None:

@@ -8,18 +8,16 @@ import os
 import random
 import threading
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from context_engine import tsquery
 from context_engine.bm25 import Bm25Leg, is_natural
 from context_engine.ingest import Ingestor
-from context_engine.migrate import upgrade
 from context_engine.retrieve import ContextQuery
 from context_engine.search_index import Changes, SegmentSearchIndex
 from her_os_shared.jsonl import append_records, encode_line
@@ -30,14 +28,6 @@ WORDS = (
     "priya moving koramangala coffee ordered the a to of and dinner sunday mother "
     "birthday doctor appointment running marathon book reading it's don't can't well"
 ).split()
-
-
-@pytest.fixture
-async def db(db_url: str) -> AsyncIterator[AsyncEngine]:
-    await asyncio.to_thread(upgrade, db_url)
-    eng = create_async_engine(db_url)
-    yield eng
-    await eng.dispose()
 
 
 async def open_index(path: Path, db: AsyncEngine) -> SegmentSearchIndex:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from her_os_shared.ids import InvalidIdError
-from her_os_shared.jsonl import JsonlReader, append_records, stream_path
+from her_os_shared.jsonl import JsonlReader, append_records, replace_records, stream_path
 from her_os_shared.transcript import TranscriptPayload
 
 WORKER = Path(__file__).with_name("writer_worker.py")
@@ -165,3 +165,19 @@ def test_file_and_directory_are_fsynced_and_renamed(
     monkeypatch.setattr(os, "rename", rename)
     append_records(tmp_path, "s1", [payload_factory()])
     assert calls == ["file", "rename .s1.jsonl.tmp->s1.jsonl", "dir"]
+
+
+def test_replace_records_swaps_the_whole_file_and_skips_identical_content(
+    tmp_path: Path, payload_factory
+) -> None:
+    append_records(tmp_path, "s1", [payload_factory(), payload_factory()])
+    new = payload_factory(prefix="new_")
+    path, written = replace_records(tmp_path, "s1", [new])
+    assert written and [r.value for r in JsonlReader(path, TranscriptPayload)] == [new]
+    before = path.stat().st_ino
+    assert replace_records(tmp_path, "s1", [new]) == (path, False)  # already so: untouched
+    assert path.stat().st_ino == before
+    _, fresh = replace_records(tmp_path, "s2", [new])  # a stream that did not exist
+    assert fresh and not list(tmp_path.glob(".*.tmp"))
+    with pytest.raises(ValueError):
+        replace_records(tmp_path, "../escape", [new])

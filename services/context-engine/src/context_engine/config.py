@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from her_os_shared.settings import ServiceSettings
@@ -79,6 +80,11 @@ class Settings(ServiceSettings):
     decay_half_life_days: float | None = Field(default=None, gt=0)
     decay_floor: float = Field(default=0.5, ge=0, le=1)
     mmr_lambda: float = Field(default=1.0, ge=0, le=1)
+    # Speaker prior: a question naming exactly one of the candidates' speakers ("What does
+    # Priya paint?") weighs that speaker's segments 1 + this; 0 switches it off. On LoCoMo
+    # dev 0.5 took recall@10 from 74.8 to 76.2 and multi-hop from 40.1 to 45.4 (0.25: 76.1,
+    # 0.75: 76.7 but a lower recall@5); questions naming the wrong person lose (ADR 0010).
+    speaker_boost: float = Field(default=0.5, ge=0, le=10)
     # Graph leg: entities recognised in a query, and facts read per entity.
     graph_leg_entities: int = Field(default=5, ge=1, le=50)
     graph_leg_facts: int = Field(default=50, ge=1, le=1000)
@@ -143,3 +149,50 @@ class Settings(ServiceSettings):
     # Collections are named `{prefix}_{model}_{dim}`: a new embedding model fills a new one
     # in the background while the old one keeps answering.
     qdrant_collection_prefix: str = "her_os"
+
+    # --- memory tiers and consolidation (tiers.py, consolidate.py; ADR 0011) ---
+    # L1: a validated fact — this old, seen in this many sessions, not contradicted.
+    tier_l1_min_age_days: float = Field(default=7.0, ge=0)
+    tier_l1_min_episodes: int = Field(default=3, ge=1)
+    # L2: a deep pattern — this old, this many sessions, one of these types, in a community.
+    # (Relationships are graph edges between people here, not an entity type: ADR 0008.)
+    tier_l2_min_age_days: float = Field(default=90.0, ge=0)
+    tier_l2_min_episodes: int = Field(default=3, ge=1)
+    tier_l2_types: tuple[str, ...] = ("person", "place", "habit", "emotion")
+    # A contradiction (a fact of the entity invalidated) demotes L2 to L1 and blocks
+    # promotion while it is this recent.
+    contradiction_hold_days: float = Field(default=30.0, ge=0)
+    # Salience 2^(-days since last seen / half-life); evergreen types never fall below the
+    # floor; under the threshold an entity is marked low_salience (faded, never deleted).
+    salience_half_life_days: float = Field(default=30.0, gt=0)
+    salience_floor: float = Field(default=0.3, ge=0, le=1)
+    salience_evergreen_types: tuple[str, ...] = ("person", "place")
+    low_salience_threshold: float = Field(default=0.1, ge=0, le=1)
+    # The nightly consolidation: local time (HH:MM) in `timezone` (IANA name), entities per
+    # batch (each batch one transaction, one progress event).
+    consolidation_time: str = Field(default="03:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
+    timezone: str = "UTC"
+    consolidation_batch: int = Field(default=1000, ge=1, le=100_000)
+    # Community detection over the entity graph (communities.py): Louvain (networkx) with a
+    # fixed seed (the same graph gives the same communities), its resolution, and the least
+    # members a community needs to count (for L2).
+    community_resolution: float = Field(default=1.0, gt=0)
+    community_seed: int = 7
+    community_min_size: int = Field(default=3, ge=2)
+    # "networkx": Louvain on the CPU (the default). "cugraph": the same call dispatched by
+    # networkx to the nx-cugraph backend on an NVIDIA GPU (install nx-cugraph; optional).
+    community_backend: Literal["networkx", "cugraph"] = "networkx"
+    # /v1/context: a segment's tier is the highest tier of the entities it mentions (L0 when
+    # none); its fused score is multiplied by this tier's weight.
+    tier_weights: dict[Literal["L0", "L1", "L2"], float] = Field(default_factory=dict)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(
+                f"unknown timezone {value!r} (an IANA name such as 'Asia/Kolkata')"
+            ) from exc
+        return value

@@ -12,7 +12,8 @@ from context_engine.models import Entity, EntityContradiction, EntityMention, Se
 
 _FIELDS = (
     "id", "type", "name", "confidence", "properties", "sensitivity", "first_seen", "last_seen",
-    "episode_count", "contradicted_at",
+    "episode_count", "contradicted_at", "tier", "salience", "low_salience", "contradicted",
+    "tier_changed_at", "community_id",
 )  # fmt: skip
 
 
@@ -29,6 +30,7 @@ async def list_entities(
     query: str | None = None,
     include_history: bool = False,
     contradicted: bool | None = None,
+    tier: str | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Most recently seen first. Entities only older extractor versions mentioned
     (episode_count 0) are history: listed only with `include_history`."""
@@ -45,6 +47,8 @@ async def list_entities(
         where.append(
             t.c.contradicted_at.is_not(None) if contradicted else t.c.contradicted_at.is_(None)
         )
+    if tier is not None:
+        where.append(t.c.tier == tier)
     total = (await conn.execute(select(func.count()).select_from(t).where(*where))).scalar()
     rows = await conn.execute(
         select(t).where(*where).order_by(t.c.last_seen.desc(), t.c.id).limit(limit).offset(offset)

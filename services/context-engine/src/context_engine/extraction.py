@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from context_engine import entity_store, sessions, stages
 from context_engine.config import Settings
+from context_engine.daily import is_reflection_session
 from context_engine.extract.base import Extractor
 from context_engine.graph.base import SessionEpisode
 from context_engine.models import ExtractionRun
@@ -111,6 +112,12 @@ class SessionStages:
             if await stages.is_done(conn, key, fingerprint):
                 await stages.mark(conn, key, stages.DONE)
                 return StageOutcome("already_done", {})
+            if await is_reflection_session(conn, sid):
+                # A daily reflection retells the day: extracting it would count every person
+                # and promise twice. Done, with nothing extracted (write_graph skips it too).
+                await stages.mark(conn, key, stages.DONE, fingerprint=fingerprint)
+                log.info("extract.skipped", session_id=sid, reason="daily reflection")
+                return StageOutcome("skipped", {"reason": "reflection"})
             session = await entity_store.load_session_text(conn, sid)
         if session is None:
             return StageOutcome("missing", {})
@@ -169,6 +176,10 @@ class SessionStages:
             return StageOutcome("skipped", {"reason": "no_graph"})
         sid = key.session_id
         async with self.engine.begin() as conn:
+            if await is_reflection_session(conn, sid):  # never extracted: nothing to write
+                await stages.mark(conn, key, stages.DONE, fingerprint="reflection")
+                log.info("graph.skipped", session_id=sid, reason="daily reflection")
+                return StageOutcome("skipped", {"reason": "reflection"})
             fingerprint = await self.graph_input(conn, sid)
             if fingerprint is None:
                 return StageOutcome("missing", {})

@@ -7,8 +7,11 @@
   the job stays in procrastinate's `failed` state and the stage row says `failed`: the
   dead-letter state, listed by `GET /v1/jobs?status=failed` and retried by
   `POST /v1/jobs/{id}/retry`.
-- Periodic tasks: the idle-session scan (sessions silent for the session gap are finalised)
-  and the rescue of jobs left `doing` by a worker that died (SIGKILL, power loss).
+- Periodic tasks: the idle-session scan (sessions silent for the session gap are finalised),
+  the rescue of jobs left `doing` by a worker that died (SIGKILL, power loss), and the nightly
+  consolidation (consolidate.py): an hourly tick that runs it in the hour of
+  `consolidation_time` in `timezone`, once per local night (an hourly tick, not a cron at a
+  UTC hour, so daylight-saving changes never move it).
 Stages: finalise → extract → graph (extraction.py); each defers the next when it completes,
 and the minute scan queues what a new extractor or graph version has not processed yet.
 """
@@ -19,6 +22,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import procrastinate
 from procrastinate.exceptions import AlreadyEnqueued
@@ -29,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from context_engine import sessions, stages
 from context_engine.config import Settings
+from context_engine.consolidate import Consolidator, create_run
 from context_engine.db import libpq_conninfo
 from context_engine.embedding import EMBED_STAGE, EMBED_VERSION, SegmentEmbedding
 from context_engine.extraction import SessionStages, StageOutcome
@@ -88,6 +93,7 @@ class JobQueue:
         recorder: EventRecorder | None = None,
         session_stages: SessionStages | None = None,
         embedding: SegmentEmbedding | None = None,
+        consolidator: Consolidator | None = None,
     ) -> None:
         self.settings = settings
         self.engine = engine
@@ -96,6 +102,8 @@ class JobQueue:
         self.session_stages = session_stages
         # the embed stage; None = no vector index
         self.embedding = embedding
+        # the consolidation (nightly and POST /v1/consolidate); None = not scheduled
+        self.consolidator = consolidator
         self.gap = timedelta(seconds=settings.session_gap_s)
         self.retry = Backoff(
             settings.job_max_attempts, settings.job_retry_base_s, settings.job_retry_max_s
@@ -160,6 +168,24 @@ class JobQueue:
         @app.task(name="scan_idle_sessions", queueing_lock="scan_idle_sessions")
         async def scan_idle_sessions(timestamp: int) -> int:
             return await self.scan_idle() + await self.scan_pending()
+
+        # Every consolidation job shares one lock: runs never overlap in the queue.
+        @app.task(name="consolidate", retry=self.retry, lock="consolidation")
+        async def consolidate(run_id: int) -> str:
+            assert self.consolidator is not None
+            return str((await self.consolidator.run(run_id))["status"])
+
+        minute = int(self.settings.consolidation_time.split(":")[1])
+
+        @app.periodic(cron=f"{minute} * * * *", periodic_id="nightly_consolidation")
+        @app.task(
+            name="nightly_consolidation",
+            retry=self.retry,
+            lock="consolidation",
+            queueing_lock="nightly_consolidation",
+        )
+        async def nightly_consolidation(timestamp: int) -> str:
+            return await self.nightly(timestamp)
 
         @app.periodic(cron="*/5 * * * *", periodic_id="rescue_stalled")
         @app.task(name="rescue_stalled_jobs", queueing_lock="rescue_stalled_jobs")
@@ -329,6 +355,31 @@ class JobQueue:
         if queued:
             log.info("jobs.idle_sessions_queued", count=queued)
         return queued
+
+    async def nightly(self, timestamp: int) -> str:
+        """The hourly tick: consolidate as of `timestamp` if it falls in the configured hour
+        of the local day and this night has no run yet (or only a failed one)."""
+        if self.consolidator is None:
+            return "no consolidation"
+        at = datetime.fromtimestamp(timestamp, UTC)
+        local = at.astimezone(ZoneInfo(self.settings.timezone))
+        if local.hour != int(self.settings.consolidation_time.split(":")[0]):
+            return "not the hour"
+        night = local.date().isoformat()
+        async with self.engine.begin() as conn:
+            run_id = await create_run(conn, trigger="schedule", as_of=at, night=night)
+        if run_id is None:
+            return f"night {night} already consolidated"
+        return str((await self.consolidator.run(run_id))["status"])
+
+    async def request_consolidation(self, as_of: datetime) -> dict[str, Any]:
+        """POST /v1/consolidate: a queued run and its job (it waits behind any running one)."""
+        async with self.engine.begin() as conn:
+            run_id = await create_run(conn, trigger="api", as_of=as_of)
+        assert run_id is not None  # only nightly runs can collide
+        job_id = await self.app.configure_task("consolidate").defer_async(run_id=run_id)
+        log.info("consolidation.queued", run_id=run_id, job_id=job_id, as_of=as_of.isoformat())
+        return {"run_id": run_id, "job_id": job_id}
 
     async def rescue_stalled(self) -> int:
         """Jobs left `doing` by a worker that stopped heartbeating go back to `todo`."""

@@ -125,12 +125,117 @@ class Entity(Base):
     episode_count: Mapped[int] = mapped_column(Integer, server_default="1")
     # When a fact about it was last invalidated by a newer one (entity_contradictions).
     contradicted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Memory tiers (tiers.py, set by the nightly consolidation): L0 episodes, L1 validated
+    # facts, L2 deep patterns; salience 2^(-days since last seen / half-life), floored for
+    # evergreen types; contradicted = a fact of it was invalidated within the hold window.
+    tier: Mapped[str] = mapped_column(Text, server_default="L0")
+    salience: Mapped[float] = mapped_column(Float, server_default="1")
+    low_salience: Mapped[bool] = mapped_column(Boolean, server_default="false")
+    contradicted: Mapped[bool] = mapped_column(Boolean, server_default="false")
+    tier_changed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    consolidated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    community_id: Mapped[int | None] = mapped_column(
+        BigInteger, ForeignKey("communities.id", ondelete="SET NULL")
+    )
 
     __table_args__ = (
         UniqueConstraint("type", "canonical_name", name="uq_entities_type_canonical_name"),
         Index("ix_entities_last_seen", "last_seen"),
+        Index("ix_entities_tier", "tier"),
+        Index("ix_entities_community_id", "community_id"),
         # the graph leg looks entities up by the words of a query, whatever their type
         Index("ix_entities_canonical_name", "canonical_name"),
+    )
+
+
+class Community(Base):
+    """A community of entities found by community detection over the entity graph
+    (communities.py); written to the graph as graphiti's Community node with HAS_MEMBER edges.
+    Membership is entities.community_id; a new detection keeps the id of the old community it
+    overlaps most, so ids stay stable while membership drifts."""
+
+    __tablename__ = "communities"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(Text, unique=True)  # the graph node's uuid
+    name: Mapped[str] = mapped_column(Text)
+    size: Mapped[int] = mapped_column(Integer, server_default="0")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class ConsolidationRun(Base):
+    """One run of the consolidation (nightly or POST /v1/consolidate): as of when, progress,
+    and what it changed. `night` (a local date) makes the scheduled run once per night."""
+
+    __tablename__ = "consolidation_runs"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    trigger: Mapped[str] = mapped_column(Text)  # schedule | api
+    night: Mapped[str | None] = mapped_column(Text, unique=True)
+    as_of: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    status: Mapped[str] = mapped_column(Text, server_default="running")  # running|done|failed
+    entities_total: Mapped[int] = mapped_column(Integer, server_default="0")
+    processed: Mapped[int] = mapped_column(Integer, server_default="0")
+    promoted: Mapped[int] = mapped_column(Integer, server_default="0")
+    demoted: Mapped[int] = mapped_column(Integer, server_default="0")
+    low_salience: Mapped[int] = mapped_column(Integer, server_default="0")
+    communities: Mapped[int] = mapped_column(Integer, server_default="0")
+    error: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class TierChange(Base):
+    """Each promotion and demotion: from, to, why and when (the run's as_of)."""
+
+    __tablename__ = "entity_tier_history"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    entity_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("entities.id", ondelete="CASCADE")
+    )
+    from_tier: Mapped[str] = mapped_column(Text)
+    to_tier: Mapped[str] = mapped_column(Text)
+    reason: Mapped[str] = mapped_column(Text)
+    changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    run_id: Mapped[int | None] = mapped_column(
+        BigInteger, ForeignKey("consolidation_runs.id", ondelete="SET NULL")
+    )
+
+    __table_args__ = (Index("ix_entity_tier_history_entity", "entity_id", "changed_at"),)
+
+
+class DailyReflection(Base):
+    """The reflection on one local day (daily.py): by the LLM when configured, else a
+    deterministic summary; also written as a memory session so retrieval can return it."""
+
+    __tablename__ = "daily_reflections"
+
+    day: Mapped[str] = mapped_column(Text, primary_key=True)  # YYYY-MM-DD, local
+    text: Mapped[str] = mapped_column(Text)
+    summary: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default="{}")
+    generated_by: Mapped[str] = mapped_column(Text)
+    input_fingerprint: Mapped[str] = mapped_column(Text)
+    session_id: Mapped[str | None] = mapped_column(Text)  # the memory session it was stored as
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class PromiseFulfilment(Base):
+    """A promise entity found kept: when, and the words that said so."""
+
+    __tablename__ = "promise_fulfilments"
+
+    entity_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("entities.id", ondelete="CASCADE"), primary_key=True
+    )
+    fulfilled_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    session_id: Mapped[str] = mapped_column(Text)
+    segment_id: Mapped[str | None] = mapped_column(Text)
+    evidence: Mapped[str] = mapped_column(Text, server_default="")
+    detected_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now()
     )
 
 

@@ -6,16 +6,22 @@ fails or is too slow is left out and its status says so (`legs: {"bm25": "ok",
 "graph": "timeout"}`): one layer's failure degrades retrieval, never the whole answer.
 
 Fusion (`fuse`): reciprocal rank fusion over the legs (k = `rrf_k`, each leg weighted by
-`leg_weights`); then temporal decay
-relative to `as_of` (half-life `decay_half_life_days`, never below the evergreen floor
-`decay_floor`, so an old memory that is still the best match is not buried); then MMR over the
-pool (λ = `mmr_lambda`; 1.0 = relevance only) with word-overlap similarity between texts.
+`leg_weights`); then the speaker prior (a question that names exactly one of the candidates'
+speakers is most often about that person's own words: their segments weigh 1 +
+`speaker_boost`); then the tiers: a segment's tier is the highest memory tier of the entities
+it mentions (L0 when none; tiers.py), a `tiers` filter keeps only those tiers and
+`tier_weights` scale each tier's score; then temporal decay relative to `as_of` (half-life
+`decay_half_life_days`, never below the evergreen floor `decay_floor`, so an old memory that is
+still the best match is not buried), applied to L0 episodes only — an L1 or L2 memory is
+validated as still true; then MMR over the pool (λ = `mmr_lambda`; 1.0 = relevance only) with
+word-overlap similarity between texts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -25,6 +31,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from context_engine.models import Entity, EntityMention
 from context_engine.recorder import EventRecorder
+from context_engine.tiers import TIERS, Tier
+from context_engine.tiers import decay as shared_decay
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
@@ -40,6 +48,8 @@ class ContextQuery:
     hours_back: float | None = None
     # Run only these legs (names of configured legs); None = every configured leg.
     legs: frozenset[str] | None = None
+    # Only segments of these memory tiers; None = every tier.
+    tiers: frozenset[Tier] | None = None
 
 
 @dataclass(slots=True)
@@ -51,6 +61,33 @@ class Candidate:
     spoken_at: datetime
     score: float
     legs: dict[str, float] = field(default_factory=dict)
+
+
+# The highest tier among the entities each segment mentions (current mentions only).
+_SEGMENT_TIERS = text(
+    """
+    SELECT m.session_id, m.segment_id,
+           max(CASE e.tier WHEN 'L2' THEN 2 WHEN 'L1' THEN 1 ELSE 0 END) AS rank
+    FROM entity_mentions m
+    JOIN unnest(CAST(:sids AS text[]), CAST(:gids AS text[])) AS k(sid, gid)
+      ON m.session_id = k.sid AND m.segment_id = k.gid
+    JOIN entities e ON e.id = m.entity_id
+    WHERE m.current
+    GROUP BY m.session_id, m.segment_id
+    """
+)
+
+
+async def segment_tiers(
+    conn: AsyncConnection, keys: list[tuple[str, str]]
+) -> dict[tuple[str, str], Tier]:
+    """Each segment's tier; segments mentioning no entity are L0 (absent from the map)."""
+    if not keys:
+        return {}
+    rows = await conn.execute(
+        _SEGMENT_TIERS, {"sids": [s for s, _ in keys], "gids": [g for _, g in keys]}
+    )
+    return {(r.session_id, r.segment_id): TIERS[r.rank] for r in rows}
 
 
 # Hits of a leg's own index, re-checked in PostgreSQL: still stored, still active (not
@@ -109,6 +146,15 @@ class FusionParams:
     decay_half_life_days: float | None = None  # None: no temporal decay
     decay_floor: float = 0.5  # the evergreen floor: decay never scales a score below this
     mmr_lambda: float = 1.0  # 1.0: relevance only (MMR off)
+    speaker_boost: float = 0.0  # 0: no speaker prior
+    # score multiplier per memory tier (a tier not named weighs 1.0)
+    tier_weights: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def needs_tiers(self) -> bool:
+        """Whether ranking depends on the candidates' tiers."""
+        neutral = all(w == 1.0 for w in self.tier_weights.values())
+        return not neutral or self.decay_half_life_days is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,10 +179,20 @@ def _similarity(a: frozenset[str], b: frozenset[str]) -> float:
 
 
 def decay(age_days: float, params: FusionParams) -> float:
-    """The temporal weight of a memory `age_days` old: 0.5 per half-life, floored."""
-    if params.decay_half_life_days is None:
-        return 1.0
-    return max(params.decay_floor, 0.5 ** (max(age_days, 0.0) / params.decay_half_life_days))
+    """The temporal weight of a memory `age_days` old: 0.5 per half-life, floored — the one
+    decay definition (tiers.decay) that the nightly salience uses too."""
+    return shared_decay(age_days, params.decay_half_life_days, params.decay_floor)
+
+
+def named_speaker(query: str, speakers: set[str]) -> str | None:
+    """The one speaker among `speakers` whose name the query contains (whole words, any case);
+    None when it names none or several (a question about two people is about both)."""
+    named = [
+        s
+        for s in speakers
+        if s.strip() and re.search(rf"(?<!\w){re.escape(s.strip())}(?!\w)", query, re.IGNORECASE)
+    ]
+    return named[0] if len(named) == 1 else None
 
 
 def mmr(cands: list[Candidate], limit: int, lam: float) -> list[Candidate]:
@@ -165,10 +221,15 @@ def fuse(
     limit: int,
     *,
     as_of: datetime | None = None,
+    query: str | None = None,
     params: FusionParams = FusionParams(),
+    tiers: Mapping[tuple[str, str], Tier] | None = None,
+    tier_filter: frozenset[Tier] | None = None,
 ) -> list[Candidate]:
     """One leg: its own order and score. Several: weighted reciprocal rank fusion (score = sum
-    of weight / (rrf_k + rank)). Then decay relative to `as_of` and MMR (module docstring)."""
+    of weight / (rrf_k + rank)). Then the speaker prior for `query`, the tier filter and
+    weights (`tiers`: each candidate's tier, L0 when absent), decay relative to `as_of` and MMR
+    (module docstring)."""
     if len(ranked) == 1:
         (only,) = ranked.values()
         pool = [replace(c, legs={next(iter(ranked)): c.score}) for c in only]
@@ -182,9 +243,24 @@ def fuse(
                 hit.score += weight / (params.rrf_k + rank + 1)
                 hit.legs[leg] = c.score
         pool = list(fused.values())
+    if query and params.speaker_boost:
+        speaker = named_speaker(query, {c.speaker for c in pool})
+        for c in pool:
+            if c.speaker == speaker:
+                c.score *= 1 + params.speaker_boost
+
+    def tier_of(c: Candidate) -> Tier:
+        return "L0" if tiers is None else tiers.get((c.session_id, c.segment_id), "L0")
+
+    if tiers is not None:
+        if tier_filter is not None:
+            pool = [c for c in pool if tier_of(c) in tier_filter]
+        for c in pool:
+            c.score *= params.tier_weights.get(tier_of(c), 1.0)
     if as_of is not None and params.decay_half_life_days is not None:
         for c in pool:
-            c.score *= decay((as_of - c.spoken_at).total_seconds() / 86400, params)
+            if tier_of(c) == "L0":  # L1/L2 are validated as still true: no decay
+                c.score *= decay((as_of - c.spoken_at).total_seconds() / 86400, params)
     pool.sort(key=lambda c: (-c.score, c.spoken_at))
     return mmr(pool, limit, params.mmr_lambda)
 
@@ -218,7 +294,8 @@ class Retriever:
                 f"({', '.join(enabled)})"
             )
         legs = [leg for leg in self.legs if q.legs is None or leg.name in q.legs]
-        k = max(q.limit, self.params.pool) if len(legs) > 1 else q.limit
+        # Several legs (or a tier filter) need a pool to fuse (or filter) from.
+        k = max(q.limit, self.params.pool) if len(legs) > 1 or q.tiers else q.limit
         if self.params.mmr_lambda < 1.0:
             k = max(k, q.limit * 3)  # MMR needs a pool larger than what it returns
         outcomes = await asyncio.gather(
@@ -248,11 +325,29 @@ class Retriever:
                 "every retrieval leg failed: "
                 + ", ".join(f"{name} ({s})" for name, s in status.items())
             )
-        best = fuse(ranked, q.limit, as_of=q.as_of, params=self.params)
+        tiers = None
+        if q.tiers is not None or self.params.needs_tiers:
+            keys = list({(c.session_id, c.segment_id) for cs in ranked.values() for c in cs})
+            async with self.engine.connect() as conn:
+                tiers = await segment_tiers(conn, keys)
+        best = fuse(
+            ranked,
+            q.limit,
+            as_of=q.as_of,
+            query=q.query,
+            params=self.params,
+            tiers=tiers,
+            tier_filter=q.tiers,
+        )
         entities = await self._entities([(c.session_id, c.segment_id) for c in best])
         results = [
             {
                 "text": c.text,
+                "tier": max(
+                    (e["tier"] for e in entities.get((c.session_id, c.segment_id), [])),
+                    key=TIERS.index,
+                    default="L0",
+                ),
                 "source_session": c.session_id,
                 "segment_id": c.segment_id,
                 "timestamp": c.spoken_at,
@@ -276,6 +371,7 @@ class Retriever:
                         EntityMention.segment_id,
                         Entity.name,
                         Entity.type,
+                        Entity.tier,
                     )
                     .join(Entity, Entity.id == EntityMention.entity_id)
                     .where(
@@ -285,9 +381,11 @@ class Retriever:
                     )
                     .distinct()
                 )
-                for sid, gid, name, etype in rows:
+                for sid, gid, name, etype, tier in rows:
                     if (sid, gid) in keys:
-                        out.setdefault((sid, gid), []).append({"name": name, "type": etype})
+                        out.setdefault((sid, gid), []).append(
+                            {"name": name, "type": etype, "tier": tier}
+                        )
         except Exception as exc:  # entities enrich results; their absence must not fail them
             log.warning("retrieve.entities_failed", error=repr(exc)[:300])
         return out

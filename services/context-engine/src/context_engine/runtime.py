@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from context_engine.bm25 import Bm25Leg
 from context_engine.config import Settings
+from context_engine.consolidate import Consolidator
 from context_engine.db import Databases, create_databases, ping
 from context_engine.embed import make_embedder
 from context_engine.embedding import SegmentEmbedding
@@ -58,8 +59,14 @@ class Runtime:
                 make_vector_store(settings),
                 batch=settings.embed_batch_segments,
             )
+        self.consolidator = Consolidator(self.db.main, settings, self.recorder, self.graph)
         self.jobs = JobQueue(
-            settings, self.db.main, self.recorder, self.session_stages, self.embedding
+            settings,
+            self.db.main,
+            self.recorder,
+            self.session_stages,
+            self.embedding,
+            self.consolidator,
         )
         self.search_index = (
             SegmentSearchIndex(settings.search_index_dir, self.db.main)
@@ -74,6 +81,7 @@ class Runtime:
             on_changed=self._index_changed,
             recorder=self.recorder,
         )
+        self.consolidator.ingest = self.ingestor.ingest_file
         self.watcher = TranscriptWatcher(
             settings.transcripts_dir,
             self._ingest,
@@ -94,6 +102,8 @@ class Runtime:
                 decay_half_life_days=settings.decay_half_life_days,
                 decay_floor=settings.decay_floor,
                 mmr_lambda=settings.mmr_lambda,
+                speaker_boost=settings.speaker_boost,
+                tier_weights=dict(settings.tier_weights),
             ),
             leg_timeout_s=settings.leg_timeout_s,
         )

@@ -11,10 +11,13 @@ from pydantic import BaseModel
 class EntityRef(BaseModel):
     name: str
     type: str
+    tier: Literal["L0", "L1", "L2"]
 
 
 class ContextItem(BaseModel):
     text: str
+    # the highest tier among the entities the segment mentions (L0 when none)
+    tier: Literal["L0", "L1", "L2"]
     source_session: str
     segment_id: str
     timestamp: datetime
@@ -27,6 +30,7 @@ class ContextResponse(BaseModel):
     query: str
     as_of: datetime
     hours_back: float | None
+    tiers: list[Literal["L0", "L1", "L2"]] | None  # the tier filter, when one was given
     results: list[ContextItem]
     # every leg that ran, with how it went: "ok", "timeout" or "error"
     legs: dict[str, Literal["ok", "timeout", "error"]]
@@ -46,6 +50,13 @@ class EntityOut(BaseModel):
     episode_count: int
     # when a fact about it was last invalidated by a newer one (None: never)
     contradicted_at: datetime | None
+    # memory tier and salience as of the last consolidation (tiers.py)
+    tier: Literal["L0", "L1", "L2"]
+    salience: float
+    low_salience: bool
+    contradicted: bool  # a contradiction recent enough to block promotion
+    tier_changed_at: datetime | None
+    community_id: int | None
 
 
 class MentionOut(BaseModel):
@@ -247,3 +258,93 @@ class KeywordIndexState(BaseModel):
     backend: Literal["index", "postgres"]
     ready: bool  # false while (re)building: the keyword leg uses PostgreSQL meanwhile
     documents: int | None  # active segments indexed
+
+
+class ConsolidationRunOut(BaseModel):
+    id: int
+    trigger: Literal["schedule", "api"]
+    night: str | None  # the local date of a scheduled run
+    as_of: datetime
+    status: Literal["queued", "running", "done", "failed"]
+    entities_total: int
+    processed: int
+    promoted: int
+    demoted: int
+    low_salience: int
+    communities: int
+    error: str | None
+    started_at: datetime
+    finished_at: datetime | None
+
+
+class ConsolidationRunPage(BaseModel):
+    runs: list[ConsolidationRunOut]
+    limit: int
+    offset: int
+
+
+class TierCount(BaseModel):
+    count: int
+    low_salience: int
+    contradicted: int
+    mean_salience: float | None
+
+
+class TierChangeOut(BaseModel):
+    entity_id: int
+    name: str
+    type: str
+    from_tier: str
+    to_tier: str
+    reason: str
+    changed_at: datetime
+    run_id: int | None
+
+
+class TierStats(BaseModel):
+    total: int
+    tiers: dict[Literal["L0", "L1", "L2"], TierCount]
+    by_type: dict[str, dict[Literal["L0", "L1", "L2"], int]]
+    communities: int
+    last_run: ConsolidationRunOut | None
+    recent_changes: list[TierChangeOut]
+
+
+class DailyReflectionOut(BaseModel):
+    """GET /v1/daily: the reflection of one local day (daily.py)."""
+
+    date: str  # YYYY-MM-DD, a local day in CONTEXT_ENGINE_TIMEZONE
+    text: str
+    # sessions, speakers, people, topics, keywords, decisions, promises, emotional_arc, mood…
+    summary: dict[str, Any]
+    # "deterministic", "llm:<client>", or "deterministic:llm_failed" (the LLM failed)
+    generated_by: str
+    session_id: str | None  # the memory session it is stored as (None: an empty day)
+    created_at: datetime
+    updated_at: datetime
+
+
+class PromiseOut(BaseModel):
+    """A promise entity, where it was first said, and whether it was kept (promises.py)."""
+
+    id: int
+    name: str
+    evidence: str
+    speaker: str | None
+    first_said_at: datetime
+    session_id: str | None
+    segment_id: str | None
+    last_said_at: datetime
+    status: Literal["open", "fulfilled"]
+    fulfilled_at: datetime | None
+    fulfilled_by: Literal["detected", "manual"] | None
+    fulfilment_evidence: str | None
+    fulfilment_session_id: str | None
+    fulfilment_segment_id: str | None
+
+
+class PromisePage(BaseModel):
+    promises: list[PromiseOut]
+    total: int
+    limit: int
+    offset: int

@@ -20,11 +20,11 @@ import fcntl
 import json
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Generic, TypeVar
+from typing import IO, Any, BinaryIO, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -70,6 +70,29 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _swap_in(directory: Path, stream_id: str, write: Callable[[BinaryIO, Path], None]) -> Path:
+    """Under the stream's lock: `write(tmp_file, target)` fills a temporary file, which is
+    fsynced and renamed over the target (then the directory fsynced): a reader sees the old
+    file or the new one, never a mix."""
+    target = stream_path(directory, stream_id)
+    directory = target.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    lock_path = directory / f".{stream_id}.lock"
+    tmp_path = directory / f".{stream_id}{SUFFIX}.tmp"
+    with open(lock_path, "a+b") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            with open(tmp_path, "wb") as out:
+                write(out, target)
+                out.flush()
+                os.fsync(out.fileno())
+            os.rename(tmp_path, target)
+            _fsync_dir(directory)
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+    return target
+
+
 def append_records(
     directory: Path, stream_id: str, records: Sequence[BaseModel | dict[str, Any]]
 ) -> Path:
@@ -78,38 +101,41 @@ def append_records(
     All records are encoded (and so validated) before the disk is touched: a bad record means
     nothing of the batch is written.
     """
-    target = stream_path(directory, stream_id)
     payload = b"".join(encode_line(r) for r in records)
     if not payload:
-        return target
-    directory = target.parent
-    directory.mkdir(parents=True, exist_ok=True)
-    lock_path = directory / f".{stream_id}.lock"
-    tmp_path = directory / f".{stream_id}{SUFFIX}.tmp"
+        return stream_path(directory, stream_id)
 
-    with open(lock_path, "a+b") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+    def write(out: BinaryIO, target: Path) -> None:
         try:
-            with open(tmp_path, "wb") as out:
-                try:
-                    with open(target, "rb") as src:
-                        shutil.copyfileobj(src, out, 1024 * 1024)
-                        # A foreign writer may have left a last line without "\n": close it
-                        # so that line is skipped as malformed and ours stay intact.
-                        if out.tell() > 0:
-                            src.seek(-1, os.SEEK_END)
-                            if src.read(1) != b"\n":
-                                out.write(b"\n")
-                except FileNotFoundError:
-                    pass
-                out.write(payload)
-                out.flush()
-                os.fsync(out.fileno())
-            os.rename(tmp_path, target)
-            _fsync_dir(directory)
-        finally:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
-    return target
+            with open(target, "rb") as src:
+                shutil.copyfileobj(src, out, 1024 * 1024)
+                # A foreign writer may have left a last line without "\n": close it so that
+                # line is skipped as malformed and ours stay intact.
+                if out.tell() > 0:
+                    src.seek(-1, os.SEEK_END)
+                    if src.read(1) != b"\n":
+                        out.write(b"\n")
+        except FileNotFoundError:
+            pass
+        out.write(payload)
+
+    return _swap_in(directory, stream_id, write)
+
+
+def replace_records(
+    directory: Path, stream_id: str, records: Sequence[BaseModel | dict[str, Any]]
+) -> tuple[Path, bool]:
+    """Make `{directory}/{stream_id}.jsonl` hold exactly `records`, atomically, under the same
+    lock as appends; (path, False) when it already did (nothing written). Readers that track
+    offsets see a rewritten file (context engine: a new generation)."""
+    target = stream_path(directory, stream_id)
+    payload = b"".join(encode_line(r) for r in records)
+    try:
+        if target.read_bytes() == payload:
+            return target, False
+    except FileNotFoundError:
+        pass
+    return _swap_in(directory, stream_id, lambda out, _: out.write(payload)), True
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,17 +93,18 @@ async def remove_episode(driver: GraphDriver, group_id: str, episode_uuid: str) 
 
 
 async def delete_orphans(driver: GraphDriver, node_uuids: list[str]) -> None:
-    """Delete those of these entity nodes that no edge of any kind touches any more."""
+    """Delete those of these entity nodes that nothing but community membership touches any
+    more (a HAS_MEMBER edge is derived from the entity, it must not keep it alive)."""
     if not node_uuids:
         return
     await run(
         driver,
         """
         MATCH (n:Entity) WHERE n.uuid IN $uuids
-        OPTIONAL MATCH (n)-[r]-()
+        OPTIONAL MATCH (n)-[r]-() WHERE type(r) <> 'HAS_MEMBER'
         WITH n, count(r) AS degree
         WHERE degree = 0
-        DELETE n
+        DETACH DELETE n
         """,
         uuids=node_uuids,
     )

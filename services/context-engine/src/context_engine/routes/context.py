@@ -10,6 +10,7 @@ from fastapi import APIRouter, HTTPException, Query
 from context_engine.retrieve import AllLegsFailedError, ContextQuery, UnknownLegsError
 from context_engine.routes.deps import RuntimeDep
 from context_engine.schemas import ContextResponse
+from context_engine.tiers import TIERS, Tier
 
 router = APIRouter(tags=["retrieval"])
 
@@ -33,12 +34,28 @@ async def get_context(
             description="comma-separated legs to run (bm25, vector, graph); default: all enabled",
         ),
     ] = None,
+    tier: Annotated[
+        str | None,
+        Query(
+            max_length=16,
+            description="comma-separated memory tiers (L0, L1, L2) the results must be in; a "
+            "segment's tier is the highest tier of the entities it mentions",
+        ),
+    ] = None,
 ) -> ContextResponse:
     if not query.strip():
         raise HTTPException(status_code=422, detail="query: must not be blank")
     chosen = None
     if legs is not None:
         chosen = frozenset(name.strip() for name in legs.split(",") if name.strip())
+    tiers: frozenset[Tier] | None = None
+    if tier is not None:
+        named = {t.strip().upper() for t in tier.split(",") if t.strip()}
+        if not named or not named <= set(TIERS):
+            raise HTTPException(
+                status_code=422, detail=f"tier: {tier!r} is not a list of L0, L1, L2"
+            )
+        tiers = frozenset(t for t in TIERS if t in named)
     when = datetime.now(UTC) if as_of is None else as_of
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
@@ -48,6 +65,7 @@ async def get_context(
         as_of=when,
         hours_back=hours_back,
         legs=chosen,
+        tiers=tiers,
     )
     try:
         result = await runtime.retriever.retrieve(q)
@@ -60,6 +78,7 @@ async def get_context(
             "query": query,
             "as_of": when,
             "hours_back": hours_back,
+            "tiers": None if tiers is None else [t for t in TIERS if t in tiers],
             "results": result.results,
             "legs": result.legs,  # name → ok | timeout | error
             "degraded": result.degraded,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query
 
@@ -28,6 +28,9 @@ async def get_entities(
         bool | None,
         Query(description="only entities with (true) / without (false) a contradicted fact"),
     ] = None,
+    tier: Annotated[
+        Literal["L0", "L1", "L2"] | None, Query(description="memory tier filter")
+    ] = None,
     include_history: Annotated[
         bool, Query(description="also entities only older extractor versions mentioned")
     ] = False,
@@ -43,6 +46,7 @@ async def get_entities(
             query=q,
             include_history=include_history,
             contradicted=contradicted,
+            tier=tier,
         )
     return EntityPage.model_validate(
         {"entities": items, "total": total, "limit": limit, "offset": offset}

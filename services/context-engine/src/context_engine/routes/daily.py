@@ -1,0 +1,61 @@
+"""GET /v1/daily: the reflection of a local day (daily.py does the work)."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query
+
+from context_engine.daily import FutureDayError, local_today, reflect_once
+from context_engine.llm.errors import LLMConfigError
+from context_engine.routes.deps import RuntimeDep
+from context_engine.schemas import DailyReflectionOut
+
+router = APIRouter(tags=["daily"])
+
+
+def _bad_date(msg: str) -> HTTPException:
+    # FastAPI's own validation-error shape, so clients read every 422 the same way.
+    return HTTPException(
+        status_code=422, detail=[{"loc": ["query", "date"], "msg": msg, "type": "value_error"}]
+    )
+
+
+@router.get(
+    "/daily",
+    response_model=DailyReflectionOut,
+    summary="The reflection of a day (made when first asked, or when its inputs changed)",
+    responses={422: {"description": "a malformed date, or a day that has not begun"}},
+)
+async def get_daily(
+    runtime: RuntimeDep,
+    day: Annotated[
+        str | None,
+        Query(
+            alias="date",
+            pattern=r"^\d{4}-\d{2}-\d{2}$",
+            description="YYYY-MM-DD, a local day in CONTEXT_ENGINE_TIMEZONE; default today",
+        ),
+    ] = None,
+) -> DailyReflectionOut:
+    if day is None:
+        wanted = local_today(runtime.settings.timezone)
+    else:
+        try:
+            wanted = date.fromisoformat(day)
+        except ValueError:
+            raise _bad_date(f"{day!r} is not a calendar date") from None
+    try:
+        reflection = await reflect_once(
+            runtime.db.main,
+            runtime.settings,
+            wanted,
+            recorder=runtime.recorder,
+            ingest=runtime.ingestor.ingest_file,
+        )
+    except FutureDayError as exc:
+        raise _bad_date(str(exc)) from None
+    except LLMConfigError as exc:  # a malformed LLM setting: say which
+        raise HTTPException(status_code=503, detail=str(exc)) from exc
+    return DailyReflectionOut.model_validate(reflection.as_dict())
