@@ -3,38 +3,57 @@
 UV := UV_PYTHON_DOWNLOADS=never python3.11 -m uv
 RUN := $(UV) run --frozen
 
-.PHONY: help setup up down status logs test test-python test-dashboard lint format bench bench-1m \
+.PHONY: help setup setup-node dashboard up down status logs test test-python test-dashboard lint format \
+	bench bench-1m \
 	bench-audio test-real-llm bench-extract bench-latency bench-latency-1m bench-locomo \
-	bench-consolidation
+	bench-consolidation bench-events
 
 help:
-	@echo "make up        set up if needed, then run the platform on embedded defaults (Ctrl-C stops)"
+	@echo "make up        set up if needed, then run the platform on embedded defaults (Ctrl-C stops);"
+	@echo "               the Aquarium dashboard is built and served on http://127.0.0.1:5174"
 	@echo "make test      set up if needed, then run every test (lint, Python, dashboard)"
 	@echo "make down | status | logs    control a running platform"
 	@echo "make bench | bench-audio | bench-extract | bench-latency | bench-locomo | bench-consolidation"
+	@echo "               | bench-events"
 	@echo "               benchmarks (docs/benchmarks.md)"
 	@echo "make test-real-llm    opt-in proof against a real llama-server (slow the first time)"
 
 setup:
 	@scripts/bootstrap.sh
 
+# The dashboard's npm packages (npm ci, only when its lock file changed) and its build
+# (dashboard/dist, only when a source changed), which `her-os up` serves on port 5174.
+setup-node:
+	@scripts/bootstrap.sh --node
+
+DASHBOARD_SOURCES := $(shell find dashboard/src -type f) dashboard/index.html \
+	dashboard/vite.config.ts dashboard/tsconfig.json dashboard/package-lock.json
+
+dashboard/dist/index.html: $(DASHBOARD_SOURCES) | setup-node
+	cd dashboard && npm run build
+
+dashboard: setup-node dashboard/dist/index.html
+
+# Without Node.js the platform still runs; `her-os up` then says the Aquarium is not served.
 up: setup
+	@if command -v node >/dev/null; then $(MAKE) --no-print-directory dashboard; \
+	else echo "Node.js not found: her-os runs without the Aquarium dashboard"; fi
 	$(RUN) her-os up
 
 down status logs:
 	@$(RUN) her-os $@
 
-test: lint test-python test-dashboard
+# The dashboard first: the Python tests include its browser tests, which need its packages.
+test: lint test-dashboard test-python
 
 lint: setup
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
 
-test-python: setup
+test-python: setup setup-node
 	$(RUN) pytest
 
-test-dashboard:
-	@scripts/bootstrap.sh --node
+test-dashboard: setup-node
 	cd dashboard && npm run build && npm test
 
 format: setup
@@ -59,6 +78,11 @@ bench: setup
 # The nightly consolidation (communities, tiers, salience) over 100k synthetic entities.
 bench-consolidation: setup
 	$(BENCH)/consolidation.py
+
+# The chronicler's fan-out (bench/events/): 20 SSE subscribers while 1,000 events/s are emitted
+# for 30 s through POST /v1/events/emit: loss, delivery latency, engine CPU; about a minute.
+bench-events: setup
+	$(RUN) python bench/events/fanout.py
 
 bench-1m: setup
 	$(BENCH)/bm25_latency.py --segments 1000000

@@ -42,7 +42,16 @@ if [ "${1:-}" = "--node" ]; then
   command -v node >/dev/null || die "Node.js >= $NODE_MAJOR_MIN is required for the dashboard"
   major=$(node -p 'process.versions.node.split(".")[0]')
   [ "$major" -ge "$NODE_MAJOR_MIN" ] || die "Node.js >= $NODE_MAJOR_MIN is required (found $(node -v))"
-  say "installing the dashboard's npm packages (npm ci)"
-  (cd dashboard && npm ci --no-audit --no-fund --loglevel=error)
+  # npm ci wipes node_modules and installs again (tens of seconds): only when the lock file or
+  # Node.js changed since the last install, which leaves a stamp of both in node_modules.
+  stamp=dashboard/node_modules/.her-os-installed
+  want="$(sha256sum dashboard/package-lock.json | cut -d' ' -f1) node $(node -v)"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    say "the dashboard's npm packages are up to date"
+  else
+    say "installing the dashboard's npm packages (npm ci)"
+    (cd dashboard && npm ci --no-audit --no-fund --loglevel=error)
+    printf '%s\n' "$want" >"$stamp"
+  fi
 fi
 say "ready"

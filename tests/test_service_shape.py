@@ -76,6 +76,9 @@ BUILT_ENDPOINTS: dict[str, dict[str, set[str]]] = {
         "/v1/daily": {"get"},
         "/v1/promises": {"get"},
         "/v1/promises/{entity_id}/fulfil": {"post"},
+        "/v1/events/emit": {"post"},
+        "/v1/events": {"get"},
+        "/v1/events/stream": {"get"},
     },
     "annie_voice": {"/health": {"get"}},
 }

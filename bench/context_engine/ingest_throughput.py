@@ -62,6 +62,7 @@ async def ingest_all(
 ) -> tuple[float, list[IngestResult], str, int, int]:
     runtime = Runtime(settings)
     await runtime.jobs.open()  # the ingestor's on_session callback defers jobs
+    await runtime.chronicler.start()  # the ingestor's events are written in batches
     if runtime.search_index is not None:  # each commit is applied to the keyword index too
         await runtime.search_index.open()
         await asyncio.wait_for(runtime.search_index.wait_ready(), 60)
@@ -91,6 +92,7 @@ async def ingest_all(
     finally:
         if runtime.search_index is not None:
             await runtime.search_index.close()
+        await runtime.chronicler.stop()
         await runtime.jobs.close()
         await runtime.db.dispose()
 

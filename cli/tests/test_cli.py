@@ -58,6 +58,7 @@ def test_status_json_when_not_running(layout):
         "audio-pipeline",
         "context-engine",
         "annie-voice",
+        "dashboard",
     }
     assert all(not c["alive"] for c in report["components"].values())
 

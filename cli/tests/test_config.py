@@ -13,6 +13,8 @@ def test_defaults(monkeypatch):
     assert settings.data_dir == Path("data")
     assert (settings.postgres_port, settings.falkordb_port) == (55432, 56379)
     assert (settings.audio_port, settings.context_port, settings.annie_port) == (9100, 8100, 7860)
+    assert settings.dashboard and settings.dashboard_port == 5174
+    assert settings.dashboard_dir is None
     assert settings.host == settings.connect_host == "127.0.0.1"
 
 
@@ -34,6 +36,7 @@ def test_every_port_has_an_env_var_and_option():
         "HER_OS_AUDIO_PORT",
         "HER_OS_CONTEXT_PORT",
         "HER_OS_ANNIE_PORT",
+        "HER_OS_DASHBOARD_PORT",
     }
     assert {spec.option for spec in PORT_SETTINGS} == {
         "--postgres-port",
@@ -41,6 +44,7 @@ def test_every_port_has_an_env_var_and_option():
         "--audio-port",
         "--context-port",
         "--annie-port",
+        "--dashboard-port",
     }
 
 

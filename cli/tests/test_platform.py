@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -23,6 +24,7 @@ import psutil
 import pytest
 import redis
 
+from her_os import dashboard
 from her_os.postgres import binary
 from her_os.state import ProcessRef
 
@@ -61,7 +63,26 @@ def _free_ports() -> dict[str, int]:
 def _base_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HER_OS_")}
     env["COLUMNS"] = "200"
+    # The dashboard is served only where a run asks for it (its own port, a fresh build).
+    env["HER_OS_DASHBOARD"] = "false"
     return env
+
+
+@pytest.fixture(scope="module")
+def aquarium() -> Path | None:
+    """The dashboard project, freshly built, when its npm packages are installed (make test
+    installs them first); None otherwise."""
+    project = dashboard.default_dir()
+    vite = project / "node_modules" / "vite" / "bin" / "vite.js"
+    node = shutil.which("node")
+    if node is None or not vite.is_file():
+        return None
+    built = subprocess.run(
+        [node, str(vite), "build", str(project), "--logLevel", "warn"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stdout + built.stderr
+    return project
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -77,7 +98,15 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 class Up:
     """A running `her-os up` whose every descendant is recorded by a watcher thread."""
 
-    def __init__(self, data_dir: Path, ports: dict[str, int], *, via_env: bool, **env: str) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        ports: dict[str, int],
+        *,
+        via_env: bool,
+        extra_args: tuple[str, ...] = (),
+        **env: str,
+    ) -> None:
         self.data_dir = data_dir
         self.ports = ports
         self.output = data_dir.parent / f"up-{time.monotonic_ns()}.out"
@@ -88,6 +117,7 @@ class Up:
                 full_env[PORT_ENV[name]] = str(port)
             else:
                 args += [PORT_OPTION[name], str(port)]
+        args += extra_args
         with self.output.open("w") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "her_os", *args],
@@ -174,8 +204,15 @@ class Up:
 def started(tmp_path):
     runs: list[Up] = []
 
-    def start(data_dir: Path, ports: dict[str, int], *, via_env: bool = False, **env: str) -> Up:
-        up = Up(data_dir, ports, via_env=via_env, **env)
+    def start(
+        data_dir: Path,
+        ports: dict[str, int],
+        *,
+        via_env: bool = False,
+        extra_args: tuple[str, ...] = (),
+        **env: str,
+    ) -> Up:
+        up = Up(data_dir, ports, via_env=via_env, extra_args=extra_args, **env)
         runs.append(up)
         return up
 
@@ -263,7 +300,7 @@ def _conversation_becomes_memory(data_dir: Path, ports: dict, token: str, fk_pas
     assert {b"Asha", b"Priya"} <= {r[0] for r in rows}
 
 
-def test_up_stop_restart_down(tmp_path, started):
+def test_up_stop_restart_down(tmp_path, started, aquarium):
     data_dir = tmp_path / "data"
     ports = _free_ports()
 
@@ -271,6 +308,7 @@ def test_up_stop_restart_down(tmp_path, started):
     first = started(data_dir, ports, via_env=True)
     report = first.wait_healthy()
     assert set(report["components"]) == COMPONENTS
+    assert "turned off" in report["skipped"]["dashboard"]  # HER_OS_DASHBOARD=false
     for name, comp in report["components"].items():
         assert comp["alive"] and comp["healthy"] and comp["port"] == ports[name], comp
 
@@ -319,10 +357,27 @@ def test_up_stop_restart_down(tmp_path, started):
     assert not (data_dir / "run" / "state.json").exists()
     assert _cli("status", "--json", "--data-dir", str(data_dir)).returncode == 1
 
-    # Second run on the same data: ports from options this time; nothing re-generated.
+    # Second run on the same data: ports from options this time; nothing re-generated. The
+    # Aquarium is served too (when its packages are installed), proxying /v1 to the engine.
     pg_version_mtime = (data_dir / "postgres" / "PG_VERSION").stat().st_mtime_ns
-    second = started(data_dir, ports)
-    second.wait_healthy()
+    dashboard_port = next(p for p in _free_ports().values() if p not in ports.values())
+    dashboard_args = ("--dashboard", "--dashboard-port", str(dashboard_port))
+    project = str(aquarium or tmp_path / "no-dashboard")
+    second = started(data_dir, ports, extra_args=dashboard_args, HER_OS_DASHBOARD_DIR=project)
+    report = second.wait_healthy()
+    if aquarium is None:
+        assert "no dashboard project" in report["skipped"]["dashboard"]
+    else:
+        assert report["components"]["dashboard"]["healthy"], report
+        page = httpx.get(f"http://127.0.0.1:{dashboard_port}/", timeout=10)
+        assert page.status_code == 200 and "her-os Aquarium" in page.text
+        proxied = httpx.get(
+            f"http://127.0.0.1:{dashboard_port}/v1/tiers/stats",
+            headers={"X-Internal-Token": token},
+            timeout=10,
+        )
+        assert proxied.status_code == 200, proxied.text
+        assert set(proxied.json()["tiers"]) == {"L0", "L1", "L2"}
     assert second.printed_token() == token
     assert (secrets_dir / "internal_token").read_text().strip() == token
     assert "cluster created" not in second.text()

@@ -19,17 +19,18 @@ def _free_ports(n: int) -> list[int]:
             sock.close()
 
 
-def _settings(tmp_path, ports: list[int]) -> Settings:
+def _settings(tmp_path, ports: list[int], **extra) -> Settings:
     names = ["postgres_port", "falkordb_port", "audio_port", "context_port", "annie_port"]
-    return Settings(data_dir=tmp_path, **dict(zip(names, ports, strict=True)))
+    names.append("dashboard_port")
+    return Settings(data_dir=tmp_path, **dict(zip(names, ports, strict=True)), **extra)
 
 
 def test_free_ports_pass(tmp_path):
-    check_ports(_settings(tmp_path, _free_ports(5)))
+    check_ports(_settings(tmp_path, _free_ports(6)))
 
 
 def test_port_in_use_names_port_option_and_env(tmp_path):
-    ports = _free_ports(5)
+    ports = _free_ports(6)
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", ports[3]))
         busy.listen()
@@ -44,7 +45,17 @@ def test_port_in_use_names_port_option_and_env(tmp_path):
 
 
 def test_same_port_twice_is_rejected(tmp_path):
-    ports = _free_ports(5)
+    ports = _free_ports(6)
     ports[4] = ports[2]
     with pytest.raises(PortError, match="both audio-pipeline and annie-voice"):
         check_ports(_settings(tmp_path, ports))
+
+
+def test_dashboard_port_is_checked_only_when_it_is_served(tmp_path):
+    ports = _free_ports(6)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", ports[5]))
+        busy.listen()
+        with pytest.raises(PortError, match=r"dashboard.*--dashboard-port.*HER_OS_DASHBOARD_PORT"):
+            check_ports(_settings(tmp_path, ports))
+        check_ports(_settings(tmp_path, ports, dashboard=False))

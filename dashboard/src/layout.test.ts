@@ -111,3 +111,34 @@ describe('layout edge cases', () => {
     expect(gridFor(0, 100, 100)).toEqual({ cols: 1, rows: 1 });
   });
 });
+
+describe('layout with the memory zone (the sea floor)', () => {
+  it.each([
+    [1280, 720],
+    [1920, 1080],
+    [400, 900],
+  ])('at %ix%i: zones above, memory below, together tiling the canvas', (w, h) => {
+    const scene = layout(w, h, CREATURES, { memory: true });
+    const memory = scene.memory;
+    expect(memory).not.toBeNull();
+    if (!memory) return;
+    const zonesArea = scene.zones.reduce((sum, z) => sum + z.rect.w * z.rect.h, 0);
+    expect(zonesArea + memory.rect.w * memory.rect.h).toBeCloseTo(w * h, 3);
+    for (const z of scene.zones) expect(z.rect.y + z.rect.h).toBeLessThanOrEqual(memory.rect.y + EPS);
+    for (const p of scene.placements) expect(p.cell.y + p.cell.h).toBeLessThanOrEqual(memory.rect.y + EPS);
+    // Three tier bands, L0 (shallow) to L2 (deep), inside the memory, in order.
+    expect(memory.tiers.map((t) => t.tier)).toEqual(['L0', 'L1', 'L2']);
+    for (const [i, t] of memory.tiers.entries()) {
+      expect(inside(t.rect, memory.rect)).toBe(true);
+      expect(inside(t.field, t.rect)).toBe(true);
+      expect(t.field.h).toBeGreaterThan(10);
+      if (i > 0) expect(t.rect.y).toBeGreaterThanOrEqual(memory.tiers[i - 1]!.rect.y + memory.tiers[i - 1]!.rect.h - EPS);
+    }
+  });
+
+  it('is left out when not asked for, or when the canvas is too short for it', () => {
+    expect(layout(1280, 720, CREATURES).memory).toBeNull();
+    expect(layout(1280, 150, CREATURES, { memory: true }).memory).toBeNull();
+    expect(layout(1280, 150, CREATURES, { memory: true }).placements).toHaveLength(27);
+  });
+});

@@ -1,6 +1,7 @@
 // Pure layout: canvas size + creatures -> zone bands and one position per creature.
 // No DOM, no randomness, so it is unit-tested in node and identical on every render.
 import { ZONES, type Creature, type Zone } from './creatures';
+import { TIERS, type Tier } from './memory';
 
 export interface Rect {
   readonly x: number;
@@ -32,6 +33,22 @@ export interface Placement {
   readonly label: Rect | null;
 }
 
+export interface TierBand {
+  readonly tier: Tier;
+  readonly rect: Rect;
+  /** Where the tier's label goes (left end of the band). */
+  readonly label: Rect;
+  /** Where its entity dots live (the rest of the band). */
+  readonly field: Rect;
+}
+
+/** The sea floor under the three zones: the memory, one band per tier, deeper is older. */
+export interface MemoryBand {
+  readonly rect: Rect;
+  readonly header: Rect;
+  readonly tiers: readonly TierBand[];
+}
+
 export interface Layout {
   readonly width: number;
   readonly height: number;
@@ -39,7 +56,19 @@ export interface Layout {
   readonly orientation: 'columns' | 'rows';
   readonly zones: readonly ZoneBand[];
   readonly placements: readonly Placement[];
+  /** Null unless asked for, or when the canvas is too short to spare it. */
+  readonly memory: MemoryBand | null;
 }
+
+export interface LayoutOptions {
+  /** Reserve the sea floor for the memory zone. */
+  readonly memory?: boolean;
+}
+
+/** The memory zone takes this share of the height, within [MEMORY_MIN_H, MEMORY_MAX_H]. */
+export const MEMORY_SHARE = 0.22;
+export const MEMORY_MIN_H = 72;
+export const MEMORY_MAX_H = 200;
 
 export const HEADER_H = 28;
 export const LABEL_H = 14;
@@ -97,14 +126,43 @@ function place(creature: Creature, cell: Rect): Placement {
   return { creature, cell, x, y, r, label };
 }
 
-export function layout(width: number, height: number, creatures: readonly Creature[]): Layout {
+function memoryBand(w: number, top: number, h: number): MemoryBand {
+  const rect = { x: 0, y: top, w, h };
+  const headerH = Math.min(HEADER_H - 6, h / 4);
+  const header = { x: 0, y: top, w, h: headerH };
+  const bodyH = h - headerH;
+  const labelW = Math.min(150, w * 0.3);
+  const tiers = TIERS.map((tier, i) => {
+    const y0 = top + headerH + (bodyH * i) / TIERS.length;
+    const y1 = top + headerH + (bodyH * (i + 1)) / TIERS.length;
+    const band = { x: 0, y: y0, w, h: y1 - y0 };
+    return {
+      tier,
+      rect: band,
+      label: { x: 0, y: y0, w: labelW, h: y1 - y0 },
+      field: { x: labelW, y: y0, w: Math.max(0, w - labelW), h: y1 - y0 },
+    };
+  });
+  return { rect, header, tiers };
+}
+
+export function layout(
+  width: number,
+  height: number,
+  creatures: readonly Creature[],
+  options: LayoutOptions = {},
+): Layout {
   const w = clampSize(width);
   const h = clampSize(height);
-  const orientation = w >= h ? 'columns' : 'rows';
+  // The memory needs a useful height, and the zones above it at least as much again.
+  const memH = options.memory ? Math.min(MEMORY_MAX_H, Math.max(MEMORY_MIN_H, h * MEMORY_SHARE)) : 0;
+  const withMemory = memH > 0 && h >= 3 * memH;
+  const zonesH = withMemory ? h - memH : h;
+  const orientation = w >= zonesH ? 'columns' : 'rows';
   const zones: ZoneBand[] = [];
   const placements: Placement[] = [];
 
-  bandRects(w, h, orientation).forEach((rect, i) => {
+  bandRects(w, zonesH, orientation).forEach((rect, i) => {
     const zone = ZONES[i] as Zone;
     const members = creatures.filter((c) => c.zone === zone);
     const headerH = Math.min(HEADER_H, rect.h / 4);
@@ -128,5 +186,6 @@ export function layout(width: number, height: number, creatures: readonly Creatu
     });
   });
 
-  return { width: w, height: h, orientation, zones, placements };
+  const memory = withMemory ? memoryBand(w, zonesH, memH) : null;
+  return { width: w, height: h, orientation, zones, placements, memory };
 }

@@ -24,6 +24,12 @@ class Settings(BaseSettings):
     audio_port: int = Field(default=9100, ge=1, le=65535)
     context_port: int = Field(default=8100, ge=1, le=65535)
     annie_port: int = Field(default=7860, ge=1, le=65535)
+    # The Aquarium dashboard: its built files (dashboard/dist) served with a /v1 proxy to the
+    # context engine, when built and Node.js is there (`make up` builds it); false: not served.
+    dashboard: bool = True
+    dashboard_port: int = Field(default=5174, ge=1, le=65535)
+    # The dashboard project (package.json, dist/); default: dashboard/ of this checkout.
+    dashboard_dir: Path | None = None
     # How long one component may take to become healthy during `up`.
     start_timeout_s: float = Field(default=90.0, gt=0)
     # How long services get between SIGTERM and SIGKILL.
@@ -69,6 +75,7 @@ PORT_SETTINGS: tuple[PortSetting, ...] = (
     PortSetting("audio-pipeline", "audio_port"),
     PortSetting("context-engine", "context_port"),
     PortSetting("annie-voice", "annie_port"),
+    PortSetting("dashboard", "dashboard_port"),
 )
 
 

@@ -71,6 +71,16 @@ def up(
     audio_port: Annotated[int | None, _port("audio_port")] = None,
     context_port: Annotated[int | None, _port("context_port")] = None,
     annie_port: Annotated[int | None, _port("annie_port")] = None,
+    dashboard_port: Annotated[int | None, _port("dashboard_port")] = None,
+    dashboard: Annotated[
+        bool | None,
+        typer.Option(
+            "--dashboard/--no-dashboard",
+            help="Serve the Aquarium dashboard (env HER_OS_DASHBOARD; default: yes, when "
+            "dashboard/dist is built and Node.js is installed).",
+            show_default=False,
+        ),
+    ] = None,
     start_timeout: Annotated[
         float | None,
         typer.Option(
@@ -89,6 +99,8 @@ def up(
         audio_port=audio_port,
         context_port=context_port,
         annie_port=annie_port,
+        dashboard_port=dashboard_port,
+        dashboard=dashboard,
         start_timeout_s=start_timeout,
     )
     raise typer.Exit(supervisor.up(settings))

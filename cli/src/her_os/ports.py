@@ -31,6 +31,8 @@ def check_ports(settings: Settings) -> None:
     """Raise PortError for the first port that is taken or configured twice."""
     seen: dict[int, str] = {}
     for spec in PORT_SETTINGS:
+        if spec.field == "dashboard_port" and not settings.dashboard:
+            continue  # not served: its port is nobody's business
         port: int = getattr(settings, spec.field)
         if port in seen:
             raise PortError(

@@ -81,6 +81,8 @@ class RunState:
     # "starting" until every component is healthy, then "running".
     phase: str = "starting"
     components: dict[str, Component] = field(default_factory=dict)
+    # Optional components `up` did not start, and why (the dashboard when it is not built).
+    skipped: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -102,6 +104,7 @@ class RunState:
                 )
                 for name, comp in data["components"].items()
             },
+            skipped={str(k): str(v) for k, v in (data.get("skipped") or {}).items()},
         )
 
 

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from her_os import credentials, falkordb, postgres
+from her_os import credentials, dashboard, falkordb, postgres
 from her_os.config import PORT_SETTINGS, Settings
 from her_os.health import Probe, http_health
 from her_os.paths import DataLayout
@@ -36,6 +36,14 @@ def endpoints(settings: Settings, host: str, ports: Mapping[str, int]) -> list[E
         for service in SERVICES
         if service.name in ports
     ]
+    if dashboard.NAME in ports:
+        result.append(
+            Endpoint(
+                dashboard.NAME,
+                dashboard.url(settings, host, ports[dashboard.NAME]),
+                note="asks once for the internal token below (kept in the browser)",
+            )
+        )
     if postgres.NAME in ports:
         pg = f"{settings.postgres_user}@{host}:{ports[postgres.NAME]}/{settings.postgres_db}"
         note = f"password: secrets/{credentials.POSTGRES_PASSWORD}"
@@ -63,6 +71,8 @@ def _probe(name: str, host: str, port: int, settings: Settings, layout: DataLayo
     if name == falkordb.NAME:
         creds = credentials.load(layout.secrets)
         return falkordb.probe(host, port, creds.falkordb_password if creds else None)
+    if name == dashboard.NAME:
+        return dashboard.probe(dashboard.url(settings, host, port))
     return http_health(f"http://{host}:{port}/health")
 
 
@@ -83,16 +93,19 @@ def collect(settings: Settings) -> dict[str, Any]:
     running = state is not None and state.supervisor.alive()
     host = state.connect_host if running and state else settings.connect_host
     recorded = state.components if running and state else {}
+    # A component the running `up` chose not to start (the dashboard, unbuilt) is not down.
+    skipped = state.skipped if running and state else {}
+    specs = [spec for spec in PORT_SETTINGS if spec.component not in skipped]
 
     def one(spec_index: int) -> ComponentStatus:
-        spec = PORT_SETTINGS[spec_index]
+        spec = specs[spec_index]
         comp = recorded.get(spec.component)
         port = comp.port if comp else int(getattr(settings, spec.field))
         return _component_status(spec.component, comp, port, host, settings, layout)
 
     # Probes wait on the network; run them side by side so `status` answers quickly.
-    with ThreadPoolExecutor(max_workers=len(PORT_SETTINGS)) as pool:
-        statuses = list(pool.map(one, range(len(PORT_SETTINGS))))
+    with ThreadPoolExecutor(max_workers=len(specs)) as pool:
+        statuses = list(pool.map(one, range(len(specs))))
     return {
         "running": running,
         "healthy": running and all(s.healthy for s in statuses),
@@ -104,4 +117,5 @@ def collect(settings: Settings) -> dict[str, Any]:
             "alive": running,
         },
         "components": {s.name: asdict(s) for s in statuses},
+        "skipped": dict(skipped),
     }

@@ -17,7 +17,7 @@ from typing import Any
 
 from rich.text import Text
 
-from her_os import control, credentials, falkordb, postgres, ui
+from her_os import control, credentials, dashboard, falkordb, postgres, ui
 from her_os.config import Settings
 from her_os.credentials import Credentials
 from her_os.eventlog import EventLog
@@ -26,7 +26,7 @@ from her_os.logs import tail_text
 from her_os.paths import SUPERVISOR, DataLayout
 from her_os.ports import PortError, check_ports
 from her_os.process import ManagedProcess, RunAs, stop_together
-from her_os.services import SERVICES, Service, service_env
+from her_os.services import CONTEXT_ENGINE, SERVICES, Service, service_env
 from her_os.state import (
     Component,
     ProcessRef,
@@ -91,6 +91,7 @@ class Supervisor:
                     self._start_postgres()
                     self._start_falkordb()
                     self._start_services()
+                    self._start_dashboard()
                 except StopRequested:
                     ui.note(f"{self._signal} received while starting; stopping.")
                     self.events.write("supervisor.stop_requested", signal=self._signal)
@@ -127,7 +128,11 @@ class Supervisor:
     def _shutdown(self) -> None:
         """Services first (they use the stores), then FalkorDB, then PostgreSQL."""
         groups: list[tuple[list[str], float, tuple[signal.Signals, ...]]] = [
-            ([s.name for s in reversed(SERVICES)], self.settings.stop_timeout_s, ()),
+            (
+                [dashboard.NAME, *(s.name for s in reversed(SERVICES))],
+                self.settings.stop_timeout_s,
+                (),
+            ),
             ([falkordb.NAME], _FALKORDB_STOP_S, ()),
             ([postgres.NAME], _POSTGRES_STOP_S, (signal.SIGQUIT,)),  # SIGQUIT: immediate
         ]
@@ -243,6 +248,29 @@ class Supervisor:
         for service, proc in started:
             url = service.base_url(self.settings.connect_host, service.port(self.settings))
             self._await(proc, f"{service.name} on {url}", lambda u=url: http_health(u + "/health"))
+
+    def _start_dashboard(self) -> None:
+        """The Aquarium, when it can be served; the platform runs without it otherwise."""
+        s = self.settings
+        try:
+            if not s.dashboard:
+                raise dashboard.NotServable("turned off (--no-dashboard or HER_OS_DASHBOARD=false)")
+            server = dashboard.locate(s.dashboard_dir)
+        except dashboard.NotServable as exc:
+            ui.note(f"Aquarium dashboard not served: {exc}")
+            self.state.skipped[dashboard.NAME] = str(exc)
+            self._save_state()
+            self.events.write("dashboard.skipped", reason=str(exc))
+            return
+        engine = CONTEXT_ENGINE.base_url(s.connect_host, CONTEXT_ENGINE.port(s))
+        proc = self._spawn(
+            dashboard.NAME,
+            server.argv(s.host, s.dashboard_port),
+            s.dashboard_port,
+            env=dashboard.server_env(engine),
+        )
+        page = dashboard.url(s, s.connect_host)
+        self._await(proc, f"dashboard on {page}", lambda: dashboard.probe(page))
 
     # -- output --------------------------------------------------------------------------
 

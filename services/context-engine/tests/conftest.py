@@ -31,6 +31,7 @@ def settings(db_url: str, tmp_path: Path) -> Settings:
         reconcile_interval_s=2.0,
         job_retry_base_s=0.0,
         job_max_attempts=3,
+        gc_freeze=False,  # engines come and go in this one process
     )
 
 

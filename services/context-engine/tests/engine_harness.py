@@ -4,6 +4,7 @@ Imported by conftest.py and by tests that start engines of their own."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 import pytest
+import uvicorn
 from asgi_lifespan import LifespanManager
 from fastapi import FastAPI
 from sqlalchemy import text
@@ -59,6 +61,49 @@ async def start_engine(settings: Settings) -> AsyncIterator[Engine]:
         yield Engine(app, client)
 
 
+@dataclass
+class ServedEngine:
+    """The engine under a real uvicorn server on a free port: for streaming responses (the
+    ASGI test transport buffers a response whole, so an endless SSE stream never returns)."""
+
+    app: FastAPI
+    base_url: str
+
+    @property
+    def runtime(self) -> Runtime:
+        return self.app.state.runtime
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def serve_engine(settings: Settings) -> AsyncIterator[ServedEngine]:
+    app = create_app(settings)
+    port = free_port()
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_config=None, access_log=False,
+        timeout_graceful_shutdown=5,
+    )  # fmt: skip
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(), name="uvicorn")
+    try:
+
+        async def up() -> bool | None:
+            if task.done():
+                task.result()  # raise what stopped it
+            runtime = getattr(app.state, "runtime", None)
+            return True if server.started and runtime and runtime.started.is_set() else None
+
+        await eventually(up, "the engine to serve")
+        yield ServedEngine(app, f"http://127.0.0.1:{port}")
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 60)
+
+
 async def start_graph_engine(settings: Settings) -> AsyncIterator[Engine]:
     """start_engine, then wait until the engine's knowledge graph is open."""
     async for engine in start_engine(settings):
@@ -77,9 +122,11 @@ async def ingest(engine: Engine, session_id: str) -> dict[str, Any]:
     return r.json()
 
 
-async def eventually(check: Callable[[], Awaitable[T | None]], what: str) -> T:
+async def eventually(
+    check: Callable[[], Awaitable[T | None]], what: str, deadline_s: float = DEADLINE_S
+) -> T:
     """Poll `check` until it returns something other than None (or fail after the deadline)."""
-    deadline = asyncio.get_running_loop().time() + DEADLINE_S
+    deadline = asyncio.get_running_loop().time() + deadline_s
     while True:
         found = await check()
         if found is not None:
@@ -90,7 +137,9 @@ async def eventually(check: Callable[[], Awaitable[T | None]], what: str) -> T:
 
 
 async def query(engine: Engine, sql: str, **params: object) -> list[dict[str, Any]]:
-    """Rows of a SQL query on the engine's main pool, as dicts."""
+    """Rows of a SQL query on the engine's main pool, as dicts. Observability events are
+    written in batches (chronicler.py): those recorded so far are written first."""
+    await engine.runtime.chronicler.flush()
     async with engine.runtime.db.main.connect() as conn:
         return [dict(r._mapping) for r in await conn.execute(text(sql), params)]
 

@@ -162,6 +162,7 @@ async def test_every_v1_route_requires_the_token(engine: Engine) -> None:
     health = await engine.client.get("/health")
     assert health.status_code == 200 and health.json() == {"status": "ok"}
 
+    await engine.runtime.chronicler.flush()  # events are written in batches
     async with engine.runtime.db.events.connect() as conn:
         rows = [
             dict(r._mapping)
@@ -185,6 +186,7 @@ async def test_every_v1_route_requires_the_token(engine: Engine) -> None:
 async def test_the_right_token_is_accepted(engine: Engine) -> None:
     r = await engine.get("/v1/stats")
     assert r.status_code == 200
+    await engine.runtime.chronicler.flush()
     async with engine.runtime.db.events.connect() as conn:
         n = (
             await conn.execute(

@@ -137,6 +137,7 @@ async def wait_jobs_idle(engine: Engine, session_id: str) -> list[dict[str, Any]
 
 
 async def finalise_events(engine: Engine, session_id: str) -> int:
+    await engine.runtime.chronicler.flush()  # events are written in batches
     async with engine.runtime.db.events.connect() as conn:
         return (
             await conn.execute(
@@ -446,6 +447,7 @@ async def test_a_failing_stage_is_retried_then_dead_lettered(
     assert by_stage["finalise"]["status"] == "done"  # one stage's failure is its own
 
     # Each failed attempt was an octopus error event; the last one says dead letter.
+    await engine.runtime.chronicler.flush()  # events are written in batches
     async with engine.runtime.db.events.connect() as conn:
         events = (
             await conn.execute(
@@ -626,3 +628,23 @@ def test_backoff_gives_up_after_max_attempts() -> None:
         )
         is None
     )
+
+
+async def test_a_job_that_already_ran_is_not_marked_queued_again(db) -> None:
+    # A fast worker may run a job (and mark its stage done) before the deferrer records it
+    # as queued: that late record must not overwrite the job's own outcome.
+    key = StageKey("s1", "extract", 1)
+    async with db.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO sessions (session_id, device_id, started_at) VALUES ('s1', 'd', now())"
+            )
+        )
+        await stages.mark(conn, key, stages.DONE, fingerprint="fp", job_id=5)
+        await stages.mark_queued(conn, key, 5)  # the late record of job 5
+        rows = (await conn.execute(text("SELECT status, job_id FROM session_stages"))).all()
+        assert [tuple(r) for r in rows] == [("done", 5)]
+        await stages.mark_queued(conn, key, 6)  # a new job for new input
+        rows = (await conn.execute(text("SELECT status, job_id FROM session_stages"))).all()
+        assert [tuple(r) for r in rows] == [("queued", 6)]
+        assert await stages.is_done(conn, key, "fp")  # what was last done is still known

@@ -93,6 +93,8 @@ def test_speaker_prior_lifts_the_named_speakers_own_words() -> None:
     assert ids(fuse(ranked, 3, query="What do they paint?", params=p)) == ["m1", "c1", "m2"]
     both = "Did Caro and Mel paint?"
     assert ids(fuse(ranked, 3, query=both, params=p)) == ["m1", "c1", "m2"]
+    one_leg = {"bm25": ranked["bm25"]}
+    assert ids(fuse(one_leg, 3, query="What does Caro paint?", params=p)) == ["m1", "c1", "m2"]
 
 
 def test_tier_filter_weights_and_decay_of_episodes_only() -> None:
@@ -101,8 +103,11 @@ def test_tier_filter_weights_and_decay_of_episodes_only() -> None:
     assert ids(fuse(ranked, 5, tiers=tiers, tier_filter=frozenset({"L1", "L2"}))) == [
         "fact", "pattern"
     ]  # fmt: skip
-    heavy = FusionParams(tier_weights={"L2": 2.0})
-    assert ids(fuse(ranked, 5, tiers=tiers, params=heavy)) == ["pattern", "ep", "fact"]
+    heavy = FusionParams(rrf_k=10, tier_weights={"L2": 2.0})
+    two = {"bm25": ranked["bm25"], "vector": ranked["bm25"]}
+    assert ids(fuse(two, 5, tiers=tiers, params=heavy)) == ["pattern", "ep", "fact"]
+    # One leg keeps its own order and scores: the weights are a prior of fusion.
+    assert ids(fuse(ranked, 5, tiers=tiers, params=heavy)) == ["ep", "fact", "pattern"]
     assert heavy.needs_tiers and not FusionParams().needs_tiers
     # Decay ages episodes; a validated fact a year old keeps its score.
     old = {"bm25": [cand("fact", 0.9, days_ago=365), cand("ep", 0.8, days_ago=365)]}

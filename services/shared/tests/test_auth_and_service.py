@@ -35,6 +35,12 @@ def _app(**settings):
     async def echo(body: dict) -> dict:
         return body
 
+    query_ok = require_token(s.internal_token, on_failure, allow_query=True)
+
+    @app.get("/v1/stream", dependencies=[Depends(query_ok)])
+    async def stream() -> dict:
+        return {"ok": True}
+
     return app, failures
 
 
@@ -130,3 +136,57 @@ async def test_openapi_docs_are_served() -> None:
         schema = (await c.get("/openapi.json")).json()
         docs = await c.get("/docs")
     assert "/health" in schema["paths"] and docs.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("params", "headers", "status", "reason"),
+    [
+        ({"token": TOKEN}, {}, 200, None),
+        ({}, {TOKEN_HEADER: TOKEN}, 200, None),
+        ({}, {}, 401, "missing"),
+        ({"token": "wrong"}, {}, 401, "invalid"),
+        ({"token": TOKEN + "x"}, {}, 401, "invalid"),
+        # The header, when given, is the one that counts.
+        ({"token": TOKEN}, {TOKEN_HEADER: "wrong"}, 401, "invalid"),
+    ],
+)
+async def test_a_route_may_also_take_the_token_from_the_query(
+    params: dict, headers: dict, status: int, reason: str | None
+) -> None:
+    app, failures = _app()
+    async with LifespanManager(app), await _client(app) as c:
+        r = await c.get("/v1/stream", params=params, headers=headers)
+        header_only = await c.post("/v1/echo", json={}, params={"token": TOKEN})
+    assert r.status_code == status
+    if reason:
+        assert r.json() == {"detail": f"{reason} X-Internal-Token header or token parameter"}
+    assert header_only.status_code == 401  # only routes that ask for it take the query
+    assert failures == ([reason] if reason else []) + ["missing"]
+
+
+def test_tokens_in_query_strings_are_redacted_from_the_access_log() -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    from her_os_shared.logging import redact_query_tokens
+
+    assert redact_query_tokens("/s?token=abc&x=1") == "/s?token=[redacted]&x=1"
+    assert redact_query_tokens("/s?x=1&TOKEN=abc") == "/s?x=1&TOKEN=[redacted]"
+    assert redact_query_tokens("/s?tokens=1&x=token=2") == "/s?tokens=1&x=token=2"
+    # The configured logging of a service (in a child: it is process-wide), and uvicorn's
+    # access-log call as uvicorn makes it.
+    code = textwrap.dedent(
+        """
+        import logging
+        from her_os_shared.logging import configure_logging
+        configure_logging("demo", "info", "json")
+        logging.getLogger("uvicorn.access").info(
+            '%s - "%s %s HTTP/%s" %d', "127.0.0.1:5", "GET", "/v1/s?token=SECRET&a=1", "1.1", 200
+        )
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "SECRET" not in done.stderr and "/v1/s?token=[redacted]&a=1" in done.stderr

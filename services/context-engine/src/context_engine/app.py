@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
 
 from context_engine import __version__
 from context_engine.config import Settings
@@ -57,6 +58,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         settings=settings,
         lifespan=lifespan,
         health_check=healthy,
+    )
+    # The dashboard (another origin, :5174) calls the API from the browser. Preflights are
+    # answered here, before the token check; the token still guards every /v1 request.
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=list(settings.dashboard_origins),
+        allow_methods=["GET", "POST"],
+        allow_headers=["X-Internal-Token", "Content-Type", "Last-Event-ID"],
+        max_age=600,
     )
     app.include_router(api_router(settings.internal_token, record_auth_failure))
     return app

@@ -662,7 +662,11 @@ class DailyReflector:
         ingest: IngestFile | None = None,
     ) -> DailyReflector:
         reflector = cls(
-            engine, settings, recorder=recorder, llm=make_llm_client(settings), ingest=ingest
+            engine,
+            settings,
+            recorder=recorder,
+            llm=make_llm_client(settings, recorder=recorder),
+            ingest=ingest,
         )
         reflector._owns_llm = True
         return reflector

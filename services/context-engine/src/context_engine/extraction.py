@@ -47,7 +47,7 @@ def extractor_mode(settings: Settings) -> Literal["fast", "llm"]:
     return settings.extractor
 
 
-def make_extractor(settings: Settings) -> Extractor:
+def make_extractor(settings: Settings, recorder: EventRecorder | None = None) -> Extractor:
     """The LLM extractor when an LLM server is configured, else the fast one (no LLM)."""
     if extractor_mode(settings) == "fast":
         from context_engine.extract.fast import FastExtractor
@@ -55,7 +55,8 @@ def make_extractor(settings: Settings) -> Extractor:
         return FastExtractor()
     from context_engine.extract.llm import LLMExtractor
 
-    return LLMExtractor.from_settings(settings)  # LLMConfigError names the missing setting
+    # LLMConfigError names the missing setting
+    return LLMExtractor.from_settings(settings, recorder)
 
 
 def _fingerprint(*parts: object) -> str:

@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from context_engine import dedup
 from context_engine.models import IngestOffset
 from context_engine.recorder import EventRecorder
+from context_engine.watcher import SeenFiles
 from her_os_shared.ids import InvalidIdError, validate_id
 from her_os_shared.jsonl import SUFFIX, JsonlReader, JsonlRecord, stream_path
 from her_os_shared.logging import get_logger
@@ -113,7 +114,7 @@ class Ingestor:
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         # path → (size, mtime_ns or None) of the file as last fully read: the reconcile scan
         # skips files that have not changed since.
-        self._seen: dict[str, tuple[int, int | None]] = {}
+        self._seen = SeenFiles()
 
     def path_for(self, session_id: str) -> Path:
         """The file of a session; raises InvalidIdError on path tricks."""
@@ -122,16 +123,10 @@ class Ingestor:
     async def load_offsets(self) -> None:
         """Remember the sizes already ingested, so the first reconcile skips them."""
         async with self.engine.connect() as conn:
-            rows = await conn.execute(select(IngestOffset.path, IngestOffset.size))
-            for path, size in rows:
-                self._seen[path] = (size, None)
+            self._seen.seed(await conn.execute(select(IngestOffset.path, IngestOffset.size)))
 
     def is_current(self, path: Path, st: os.stat_result) -> bool:
-        seen = self._seen.get(str(path))
-        if seen is None:
-            return False
-        size, mtime_ns = seen
-        return size == st.st_size and (mtime_ns is None or mtime_ns == st.st_mtime_ns)
+        return self._seen.is_current(path, st)
 
     async def ingest_file(self, path: Path) -> IngestResult:
         path = Path(path)
@@ -203,7 +198,7 @@ class Ingestor:
                     await self._save_offset(conn, key, session_id, 0, st, generation, cleaned, fd)
 
         if start == st.st_size and cleaned == generation:
-            self._seen[key] = (st.st_size, st.st_mtime_ns)
+            self._seen.remember(key, st)
             return IngestResult(session_id, "up_to_date", offset=start, size=st.st_size,
                                 generation=generation)  # fmt: skip
 
@@ -238,7 +233,7 @@ class Ingestor:
                     break
         finally:
             records.close()
-        self._seen[key] = (st.st_size, st.st_mtime_ns)
+        self._seen.remember(key, st)
         skipped_total = len(reader.skipped) + extra_skipped
         log.info("ingest.file_done", path=key, session_id=session_id, lines=lines,
                  segments=segments, skipped=skipped_total, offset=start, reread=reread,

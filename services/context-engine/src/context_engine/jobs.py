@@ -11,7 +11,8 @@
   the rescue of jobs left `doing` by a worker that died (SIGKILL, power loss), and the nightly
   consolidation (consolidate.py): an hourly tick that runs it in the hour of
   `consolidation_time` in `timezone`, once per local night (an hourly tick, not a cron at a
-  UTC hour, so daylight-saving changes never move it).
+  UTC hour, so daylight-saving changes never move it), and the events retention (observability
+  events older than `events_retention_days` deleted in batches; `events_retention_cron`).
 Stages: finalise → extract → graph (extraction.py); each defers the next when it completes,
 and the minute scan queues what a new extractor or graph version has not processed yet.
 """
@@ -32,6 +33,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from context_engine import sessions, stages
+from context_engine.chronicler import Chronicler
 from context_engine.config import Settings
 from context_engine.consolidate import Consolidator, create_run
 from context_engine.db import libpq_conninfo
@@ -94,6 +96,7 @@ class JobQueue:
         session_stages: SessionStages | None = None,
         embedding: SegmentEmbedding | None = None,
         consolidator: Consolidator | None = None,
+        chronicler: Chronicler | None = None,
     ) -> None:
         self.settings = settings
         self.engine = engine
@@ -104,6 +107,8 @@ class JobQueue:
         self.embedding = embedding
         # the consolidation (nightly and POST /v1/consolidate); None = not scheduled
         self.consolidator = consolidator
+        # the events retention; None = not scheduled
+        self.chronicler = chronicler
         self.gap = timedelta(seconds=settings.session_gap_s)
         self.retry = Backoff(
             settings.job_max_attempts, settings.job_retry_base_s, settings.job_retry_max_s
@@ -186,6 +191,11 @@ class JobQueue:
         )
         async def nightly_consolidation(timestamp: int) -> str:
             return await self.nightly(timestamp)
+
+        @app.periodic(cron=self.settings.events_retention_cron, periodic_id="events_retention")
+        @app.task(name="events_retention", queueing_lock="events_retention")
+        async def events_retention(timestamp: int) -> int:
+            return await self.purge_events()
 
         @app.periodic(cron="*/5 * * * *", periodic_id="rescue_stalled")
         @app.task(name="rescue_stalled_jobs", queueing_lock="rescue_stalled_jobs")
@@ -288,7 +298,7 @@ class JobQueue:
         except AlreadyEnqueued:
             return None
         async with self.engine.begin() as conn:
-            await stages.mark(conn, key, stages.QUEUED, job_id=job_id)
+            await stages.mark_queued(conn, key, job_id)
         return job_id
 
     async def defer_finalise(self, session_id: str) -> int | None:
@@ -380,6 +390,16 @@ class JobQueue:
         job_id = await self.app.configure_task("consolidate").defer_async(run_id=run_id)
         log.info("consolidation.queued", run_id=run_id, job_id=job_id, as_of=as_of.isoformat())
         return {"run_id": run_id, "job_id": job_id}
+
+    async def purge_events(self, now: datetime | None = None) -> int:
+        """Delete the observability events older than the retention window (relative to
+        `now`, default the current time: a job that ran late still keeps the full window)."""
+        if self.chronicler is None:
+            return 0
+        now = now or datetime.now(UTC)
+        return await self.chronicler.purge(
+            now - timedelta(days=self.settings.events_retention_days)
+        )
 
     async def rescue_stalled(self) -> int:
         """Jobs left `doing` by a worker that stopped heartbeating go back to `todo`."""

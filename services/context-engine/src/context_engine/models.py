@@ -411,6 +411,19 @@ class IngestOffset(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
+class EventOffset(Base):
+    """How far each events JSONL file (the audio pipeline's, in `events_dir`) has been read;
+    "same file" is judged by size and `fingerprint` as for transcripts (IngestOffset)."""
+
+    __tablename__ = "event_offsets"
+
+    path: Mapped[str] = mapped_column(Text, primary_key=True)
+    offset: Mapped[int] = mapped_column(BigInteger)
+    size: Mapped[int] = mapped_column(BigInteger)
+    fingerprint: Mapped[str] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
 class SessionStage(Base):
     """Durable state of one downstream stage of a session (finalise, later extract, graph,
     embed). (session_id, stage, stage_version, input_fingerprint) is the idempotency key: a

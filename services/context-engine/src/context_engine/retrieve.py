@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -227,10 +228,12 @@ def fuse(
     tier_filter: frozenset[Tier] | None = None,
 ) -> list[Candidate]:
     """One leg: its own order and score. Several: weighted reciprocal rank fusion (score = sum
-    of weight / (rrf_k + rank)). Then the speaker prior for `query`, the tier filter and
-    weights (`tiers`: each candidate's tier, L0 when absent), decay relative to `as_of` and MMR
-    (module docstring)."""
-    if len(ranked) == 1:
+    of weight / (rrf_k + rank)), then the speaker prior for `query` and the tier weights —
+    priors weighed against ranks, so they are left out of a single leg's own scores (a
+    `legs=bm25` query shows what that leg alone finds). Then the tier filter (`tiers`: each
+    candidate's tier, L0 when absent), decay relative to `as_of` and MMR (module docstring)."""
+    several = len(ranked) > 1
+    if not several:
         (only,) = ranked.values()
         pool = [replace(c, legs={next(iter(ranked)): c.score}) for c in only]
     else:
@@ -243,7 +246,7 @@ def fuse(
                 hit.score += weight / (params.rrf_k + rank + 1)
                 hit.legs[leg] = c.score
         pool = list(fused.values())
-    if query and params.speaker_boost:
+    if several and query and params.speaker_boost:
         speaker = named_speaker(query, {c.speaker for c in pool})
         for c in pool:
             if c.speaker == speaker:
@@ -255,8 +258,9 @@ def fuse(
     if tiers is not None:
         if tier_filter is not None:
             pool = [c for c in pool if tier_of(c) in tier_filter]
-        for c in pool:
-            c.score *= params.tier_weights.get(tier_of(c), 1.0)
+        if several:
+            for c in pool:
+                c.score *= params.tier_weights.get(tier_of(c), 1.0)
     if as_of is not None and params.decay_half_life_days is not None:
         for c in pool:
             if tier_of(c) == "L0":  # L1/L2 are validated as still true: no decay
@@ -282,10 +286,21 @@ class Retriever:
         self.leg_timeout_s = leg_timeout_s
 
     async def _run_leg(self, leg: RetrievalLeg, q: ContextQuery, k: int) -> list[Candidate]:
+        started = time.perf_counter()
         async with asyncio.timeout(self.leg_timeout_s):
-            return await leg.search(q, k)
+            found = await leg.search(q, k)
+        if self.recorder:
+            ms = round((time.perf_counter() - started) * 1000, 1)
+            await self.recorder.emit(
+                leg.creature,
+                "complete",
+                data={"hits": len(found), "asked": k, "ms": ms},
+                reasoning=f"{leg.name}: {len(found)} candidates in {ms:.0f} ms",
+            )
+        return found
 
     async def retrieve(self, q: ContextQuery) -> ContextResult:
+        started = time.perf_counter()
         enabled = [leg.name for leg in self.legs]
         unknown = sorted(set(q.legs or ()) - set(enabled))
         if unknown or q.legs == frozenset():
@@ -340,6 +355,17 @@ class Retriever:
             tier_filter=q.tiers,
         )
         entities = await self._entities([(c.session_id, c.segment_id) for c in best])
+        if self.recorder:
+            ms = round((time.perf_counter() - started) * 1000, 1)
+            pool = len({(c.session_id, c.segment_id) for cs in ranked.values() for c in cs})
+            await self.recorder.emit(
+                "pufferfish",
+                "complete",
+                data={"legs": dict(status), "candidates": pool, "results": len(best), "ms": ms,
+                      "tiers": sorted(q.tiers) if q.tiers else None},
+                reasoning=f"fused {len(ranked)} of {len(status)} legs: {pool} candidates → "
+                f"{len(best)} results in {ms:.0f} ms",
+            )  # fmt: skip
         results = [
             {
                 "text": c.text,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class EntityRef(BaseModel):
@@ -348,3 +348,44 @@ class PromisePage(BaseModel):
     total: int
     limit: int
     offset: int
+
+
+class EventOut(BaseModel):
+    """An observability event as stored (the contract's fields, her_os_shared.events)."""
+
+    schema_version: int
+    event_id: str
+    timestamp: datetime
+    service: str
+    process: str
+    creature: str
+    zone: str
+    event_type: str
+    session_id: str | None
+    data: dict[str, Any]
+    reasoning: str | None
+
+
+class EventPage(BaseModel):
+    events: list[EventOut]  # newest first (timestamp, then event_id)
+    # "ring": the chronicler's memory held every event of this page; "postgres": the store
+    source: Literal["ring", "postgres"]
+    limit: int
+    offset: int
+    next_offset: int | None  # the offset of the next page; null when this is the last
+
+
+class EmitRequest(BaseModel):
+    # Each item is validated on its own (one bad event does not refuse the others).
+    events: list[Any] = Field(max_length=1000)
+
+
+class EmitRejection(BaseModel):
+    index: int
+    error: str
+
+
+class EmitResponse(BaseModel):
+    accepted: int
+    rejected: list[EmitRejection]
+    total: int

@@ -81,6 +81,25 @@ async def mark(
     await conn.execute(stmt)
 
 
+async def mark_queued(conn: AsyncConnection, key: StageKey, job_id: int) -> None:
+    """The stage is queued as job `job_id` — unless that job already started: a fast worker
+    can pick the job up (and even finish it) before the deferrer records it as queued."""
+    values: dict[str, object] = {
+        "stage_version": key.version,
+        "status": QUEUED,
+        "updated_at": func.now(),
+        "last_error": None,
+        "job_id": job_id,
+    }
+    stmt = pg_insert(SessionStage).values(session_id=key.session_id, stage=key.stage, **values)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[SessionStage.session_id, SessionStage.stage],
+        set_=values,
+        where=SessionStage.job_id.is_distinct_from(job_id),
+    )
+    await conn.execute(stmt)
+
+
 async def mark_failure(
     engine: AsyncEngine, key: StageKey, *, attempts: int, error: str, final: bool, job_id: int
 ) -> None:

@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import os
 import stat
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
 from watchdog.events import (
@@ -64,6 +64,29 @@ _EVENT_FILTER: list[type[FileSystemEvent]] = [
 def is_transcript_name(name: str) -> bool:
     """A transcript file: `*.jsonl` and not a dot-file (temp files and locks are dot-files)."""
     return name.endswith(SUFFIX) and not name.startswith(".") and name != SUFFIX
+
+
+class SeenFiles:
+    """What a reader of the watched files has read of each (size, mtime), so the periodic
+    reconcile skips files that did not change. Sizes stored in PostgreSQL seed it at start
+    (their mtime unknown: a file of that size counts as read)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[int, int | None]] = {}
+
+    def seed(self, sizes: Iterable[tuple[str, int]]) -> None:
+        for path, size in sizes:
+            self._seen[path] = (size, None)
+
+    def remember(self, key: str, st: os.stat_result) -> None:
+        self._seen[key] = (st.st_size, st.st_mtime_ns)
+
+    def is_current(self, path: Path, st: os.stat_result) -> bool:
+        seen = self._seen.get(str(path))
+        if seen is None:
+            return False
+        size, mtime_ns = seen
+        return size == st.st_size and (mtime_ns is None or mtime_ns == st.st_mtime_ns)
 
 
 class _EventBridge(FileSystemEventHandler):
@@ -120,6 +143,7 @@ class TranscriptWatcher:
         retry_delay_s: float = 5.0,
         concurrency: int = 4,
         is_current: IsCurrent | None = None,
+        name: str = "transcript",
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -133,6 +157,7 @@ class TranscriptWatcher:
         self._reconcile_interval_s = reconcile_interval_s
         self._retry_delay_s = retry_delay_s
         self._is_current = is_current
+        self._name = name  # in task names and logs: this class also watches the events files
         self._sem = asyncio.Semaphore(concurrency)
 
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -181,9 +206,9 @@ class TranscriptWatcher:
         for path, _ in backlog:
             self.touch(path, 0.0)
         self._reconcile_task = asyncio.create_task(
-            self._reconcile_loop(), name="transcript-watcher-reconcile"
+            self._reconcile_loop(), name=f"{self._name}-watcher-reconcile"
         )
-        log.info("watcher.started", path=str(self._dir), backlog=len(backlog))
+        log.info("watcher.started", watcher=self._name, path=str(self._dir), backlog=len(backlog))
 
     async def stop(self) -> None:
         """Stop the observer, cancel timers and wait for handlers already running."""
@@ -206,7 +231,7 @@ class TranscriptWatcher:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         self._update_idle()
-        log.info("watcher.stopped", path=str(self._dir))
+        log.info("watcher.stopped", watcher=self._name, path=str(self._dir))
 
     def touch(self, path: Path, delay: float | None = None) -> None:
         """Schedule `path` to be handled after `delay` (default: the debounce). Loop thread only.
@@ -274,7 +299,9 @@ class TranscriptWatcher:
         self._deadline.pop(path, None)
         if not self._closed:
             self._queued.add(path)
-            task = self._require_loop().create_task(self._run(path), name=f"transcript:{path.name}")
+            task = self._require_loop().create_task(
+                self._run(path), name=f"{self._name}:{path.name}"
+            )
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         self._update_idle()

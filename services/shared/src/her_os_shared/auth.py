@@ -13,6 +13,9 @@ from fastapi import HTTPException, Request, status
 from pydantic import SecretStr
 
 TOKEN_HEADER = "X-Internal-Token"  # noqa: S105 (a header name, not a secret)
+# The query parameter a route may also take the token from, for clients that cannot set
+# headers (a browser's EventSource). Query strings reach access logs: logging.py redacts it.
+TOKEN_QUERY = "token"  # noqa: S105 (a parameter name, not a secret)
 MIN_TOKEN_CHARS = 16
 
 
@@ -48,22 +51,26 @@ AuthFailureHook = Callable[[Request, str], Awaitable[None]]
 
 
 def require_token(
-    expected: SecretStr | None, on_failure: AuthFailureHook | None = None
+    expected: SecretStr | None,
+    on_failure: AuthFailureHook | None = None,
+    *,
+    allow_query: bool = False,
 ) -> Callable[[Request], Awaitable[None]]:
-    """A FastAPI dependency enforcing the token. `expected=None` means insecure dev mode."""
+    """A FastAPI dependency enforcing the token. `expected=None` means insecure dev mode.
+    `allow_query`: a request without the header may give the token as `?token=` instead."""
+    where = f"{TOKEN_HEADER} header" + (f" or {TOKEN_QUERY} parameter" if allow_query else "")
 
     async def dependency(request: Request) -> None:
         if expected is None:
             return
         provided = request.headers.get(TOKEN_HEADER)
+        if provided is None and allow_query:
+            provided = request.query_params.get(TOKEN_QUERY)
         if token_matches(provided, expected.get_secret_value()):
             return
         reason = "missing" if provided is None else "invalid"
         if on_failure is not None:
             await on_failure(request, reason)
-        raise HTTPException(
-            status_code=status.HTTP_401_UNAUTHORIZED,
-            detail=f"{reason} {TOKEN_HEADER} header",
-        )
+        raise HTTPException(status_code=status.HTTP_401_UNAUTHORIZED, detail=f"{reason} {where}")
 
     return dependency

@@ -7,6 +7,7 @@ file is uniformly machine-readable. `console` format is for humans at a terminal
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from typing import Any
 
@@ -19,6 +20,28 @@ _SHARED: list[Any] = [
     structlog.processors.TimeStamper(fmt="iso", utc=True),
     structlog.processors.StackInfoRenderer(),
 ]
+
+
+# `token=...` in a query string (the auth rule's TOKEN_QUERY, webhook tokens): never logged.
+_TOKEN_IN_QUERY = re.compile(r"([?&](?:token|access_token)=)[^&\s\"]*", re.IGNORECASE)
+
+
+def redact_query_tokens(text: str) -> str:
+    """`/v1/events/stream?token=abc&x=1` → `/v1/events/stream?token=[redacted]&x=1`."""
+    return _TOKEN_IN_QUERY.sub(r"\1[redacted]", text)
+
+
+class RedactQueryTokens(logging.Filter):
+    """uvicorn's access log prints the path with its query string: redact tokens in it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                redact_query_tokens(a) if isinstance(a, str) else a for a in record.args
+            )
+        if isinstance(record.msg, str):
+            record.msg = redact_query_tokens(record.msg)
+        return True
 
 
 def configure_logging(service: str, level: str = "info", fmt: str = "json") -> None:
@@ -50,6 +73,9 @@ def configure_logging(service: str, level: str = "info", fmt: str = "json") -> N
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers.clear()
         logging.getLogger(name).propagate = True
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, RedactQueryTokens) for f in access.filters):
+        access.addFilter(RedactQueryTokens())
     structlog.contextvars.bind_contextvars(service=service)
 
 

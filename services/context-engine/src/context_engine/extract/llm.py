@@ -55,6 +55,7 @@ from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
     from context_engine.config import Settings
+    from context_engine.recorder import EventRecorder
 
 log = get_logger(__name__)
 
@@ -402,9 +403,12 @@ class LLMExtractor:
         self.version = version
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> LLMExtractor:
-        """The extractor on the configured LLM (`LLMConfigError` names what is missing)."""
-        client = make_llm_client(settings, required=True)
+    def from_settings(
+        cls, settings: Settings, recorder: EventRecorder | None = None
+    ) -> LLMExtractor:
+        """The extractor on the configured LLM (`LLMConfigError` names what is missing); with
+        a recorder each LLM call is an event."""
+        client = make_llm_client(settings, required=True, recorder=recorder)
         assert client is not None  # required=True raises instead
         return cls(client, window_segments=settings.extract_window_segments)
 

@@ -28,6 +28,7 @@ from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
     from context_engine.config import Settings
+    from context_engine.recorder import EventRecorder
 
 log = get_logger(__name__)
 
@@ -192,7 +193,9 @@ class OpenAICompatibleClient:
         await self._client.close()
 
 
-def make_llm_client(settings: Settings, *, required: bool = False) -> LLMClient | None:
+def make_llm_client(
+    settings: Settings, *, required: bool = False, recorder: EventRecorder | None = None
+) -> LLMClient | None:
     """The LLM the settings configure: the OpenAI-compatible server at
     `CONTEXT_ENGINE_LLM_BASE_URL`, with Claude as its fallback when
     `CONTEXT_ENGINE_CLAUDE_API_KEY` is set. None when no base URL is set (no LLM), unless
@@ -222,6 +225,15 @@ def make_llm_client(settings: Settings, *, required: bool = False) -> LLMClient 
         timeout_s=settings.llm_timeout_s,
         max_tokens=settings.llm_max_tokens,
     )
+    client = _with_fallback(settings, primary)
+    if recorder is not None:  # every call an event of the leviathan creature
+        from context_engine.llm.observed import ObservedLLM
+
+        client = ObservedLLM(client, recorder)
+    return client
+
+
+def _with_fallback(settings: Settings, primary: LLMClient) -> LLMClient:
     if settings.claude_api_key is None or not settings.claude_api_key.get_secret_value():
         return primary
     from context_engine.llm.claude import ClaudeClient

@@ -11,6 +11,7 @@ from context_engine.routes import (
     context,
     daily,
     entities,
+    events,
     graph,
     ingest,
     jobs,
@@ -22,9 +23,19 @@ from her_os_shared.auth import AuthFailureHook, require_token
 
 
 def api_router(token: SecretStr | None, on_auth_failure: AuthFailureHook) -> APIRouter:
-    router = APIRouter(prefix="/v1", dependencies=[Depends(require_token(token, on_auth_failure))])
+    headers = APIRouter(dependencies=[Depends(require_token(token, on_auth_failure))])
     for module in (
         context, entities, graph, ingest, sessions, stats, jobs, consolidate, daily, promises,
+        events,
     ):  # fmt: skip
-        router.include_router(module.router)
+        headers.include_router(module.router)
+    # A browser's EventSource cannot set headers: the live stream also takes `?token=`
+    # (compared in constant time; her_os_shared.logging keeps it out of the access log).
+    query = APIRouter(
+        dependencies=[Depends(require_token(token, on_auth_failure, allow_query=True))]
+    )
+    query.include_router(events.stream_router)
+    router = APIRouter(prefix="/v1")
+    router.include_router(headers)
+    router.include_router(query)
     return router

@@ -1,0 +1,151 @@
+"""The chronicler's routes (chronicler.py does the work): `POST /v1/events/emit`,
+`GET /v1/events` and the live stream `GET /v1/events/stream`.
+
+The stream is on its own router (`stream_router`): it also takes the token as `?token=`,
+because a browser's EventSource cannot set headers (routes/__init__.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from context_engine.chronicler import EventFilter, sse_stream
+from context_engine.routes.deps import get_runtime
+from context_engine.runtime import Runtime
+from context_engine.schemas import EmitRequest, EmitResponse, EventPage
+from her_os_shared.creatures import CREATURES, Service
+from her_os_shared.events import EventType
+from her_os_shared.ids import ID_PATTERN
+
+router = APIRouter(tags=["events"])
+stream_router = APIRouter(tags=["events"])
+
+
+def events_runtime(request: Request) -> Runtime:
+    runtime = get_runtime(request)
+    if not runtime.chronicler.warmed.is_set():
+        raise HTTPException(status_code=503, detail="the context engine is starting")
+    return runtime
+
+
+EventsRuntimeDep = Annotated[Runtime, Depends(events_runtime)]
+CreatureQuery = Annotated[
+    str | None, Query(description="comma-separated creature names (default: all)")
+]
+ServiceQuery = Annotated[str | None, Query(description="comma-separated services (default: all)")]
+
+
+def _invalid(param: str, msg: str) -> HTTPException:
+    # FastAPI's own validation-error shape, so clients read every 422 the same way.
+    return HTTPException(
+        status_code=422, detail=[{"loc": ["query", param], "msg": msg, "type": "value_error"}]
+    )
+
+
+def _names(value: str | None, known: set[str], param: str) -> frozenset[str] | None:
+    if value is None:
+        return None
+    names = frozenset(v.strip() for v in value.split(",") if v.strip())
+    unknown = sorted(names - known)
+    if unknown or not names:
+        raise _invalid(param, f"unknown {param} {', '.join(unknown) or repr(value)}")
+    return names
+
+
+def _utc(when: datetime | None) -> datetime | None:
+    return when if when is None or when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _filter(
+    creature: str | None,
+    service: str | None,
+    event_type: str | None = None,
+    session_id: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> EventFilter:
+    since, until = _utc(since), _utc(until)
+    if since is not None and until is not None and since >= until:
+        raise _invalid("until", "until must be after since")
+    return EventFilter(
+        creatures=_names(creature, set(CREATURES), "creature"),
+        services=_names(service, {s.value for s in Service}, "service"),
+        event_types=_names(event_type, {t.value for t in EventType}, "event_type"),
+        session_id=session_id,
+        since=since,
+        until=until,
+    )
+
+
+@router.post(
+    "/events/emit",
+    response_model=EmitResponse,
+    summary="Record events of other services (each validated on its own)",
+)
+async def emit_events(runtime: EventsRuntimeDep, body: EmitRequest) -> EmitResponse:
+    return EmitResponse.model_validate(runtime.chronicler.emit(body.events))
+
+
+@router.get(
+    "/events",
+    response_model=EventPage,
+    summary="Recent events (from memory) or a time range (from PostgreSQL), newest first",
+)
+async def list_events(
+    runtime: EventsRuntimeDep,
+    creature: CreatureQuery = None,
+    service: ServiceQuery = None,
+    event_type: Annotated[
+        str | None, Query(description="comma-separated: start, complete, error, metric")
+    ] = None,
+    session_id: Annotated[str | None, Query(pattern=ID_PATTERN, max_length=128)] = None,
+    since: Annotated[datetime | None, Query(description="at or after (ISO; naive = UTC)")] = None,
+    until: Annotated[datetime | None, Query(description="before (ISO; naive = UTC)")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+) -> EventPage:
+    flt = _filter(creature, service, event_type, session_id, since, until)
+    page = await runtime.chronicler.query(flt, limit=limit, offset=offset)
+    return EventPage.model_validate(page)
+
+
+@stream_router.get(
+    "/events/stream",
+    summary="Live events as Server-Sent Events (catch-up first, then live)",
+    response_class=EventSourceResponse,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "the event stream"}},
+)
+async def stream_events(
+    request: Request,
+    runtime: EventsRuntimeDep,
+    creature: CreatureQuery = None,
+    service: ServiceQuery = None,
+    last_event_id: Annotated[
+        str | None,
+        Header(alias="Last-Event-ID", description="resume after this event (EventSource)"),
+    ] = None,
+    resume_after: Annotated[
+        str | None, Query(alias="last_event_id", description="as the Last-Event-ID header")
+    ] = None,
+    token: Annotated[
+        str | None,
+        Query(description="the internal token, for clients that cannot set headers"),
+    ] = None,  # checked by the router's token dependency; declared here for the docs
+) -> EventSourceResponse:
+    flt = _filter(creature, service)
+    settings = runtime.settings
+    return EventSourceResponse(
+        sse_stream(
+            runtime.chronicler,
+            flt,
+            last_event_id=last_event_id or resume_after,
+            client=request.client.host if request.client else None,
+        ),
+        ping=settings.events_keepalive_s,
+        ping_message_factory=lambda: ServerSentEvent(comment="keepalive", sep="\n"),
+        sep="\n",
+        send_timeout=settings.events_send_timeout_s,
+    )
