@@ -80,7 +80,12 @@ BUILT_ENDPOINTS: dict[str, dict[str, set[str]]] = {
         "/v1/events": {"get"},
         "/v1/events/stream": {"get"},
     },
-    "annie_voice": {"/health": {"get"}},
+    "annie_voice": {
+        "/health": {"get"},
+        "/v1/chat": {"post"},
+        "/v1/chat/sessions": {"get"},
+        "/api/status": {"get"},
+    },
 }
 
 

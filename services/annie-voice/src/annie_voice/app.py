@@ -1,21 +1,53 @@
-"""The Annie voice app. Its voice, chat and tool endpoints arrive with issue 9."""
+"""The Annie voice app: the text chat (`/v1/chat`, SSE) answered from memory and an LLM.
+Routes are thin; the logic lives in the modules beside this one. The voice pipeline
+(Pipecat over WebRTC) arrives in a later step."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+import httpx
 from fastapi import FastAPI
 
 from annie_voice import __version__
 from annie_voice.config import Settings
+from annie_voice.llm import ChatBackend, Tool
+from annie_voice.routes import api_router
+from annie_voice.runtime import Runtime
 from her_os_shared.service import create_service_app
 
 SERVICE = "annie-voice"
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    *,
+    tools: Sequence[Tool] | None = None,
+    backend: ChatBackend | None = None,
+    engine_transport: httpx.AsyncBaseTransport | None = None,
+) -> FastAPI:
+    """`tools`: what Annie may call (with an LLM backend; None: those the settings enable).
+    `backend` replaces the one the settings choose; `engine_transport` the network path to the
+    context engine (both for embedding Annie elsewhere and for tests)."""
     settings = settings or Settings()
-    return create_service_app(
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runtime = Runtime(settings, tools=tools, backend=backend, engine_transport=engine_transport)
+        app.state.runtime = runtime
+        await runtime.start()
+        try:
+            yield
+        finally:
+            await runtime.stop()
+
+    app = create_service_app(
         service=SERVICE,
         title="her-os Annie voice",
         version=__version__,
         settings=settings,
+        lifespan=lifespan,
     )
+    app.include_router(api_router(settings.internal_token))
+    return app

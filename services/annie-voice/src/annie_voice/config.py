@@ -2,14 +2,146 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pathlib import Path
+from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from her_os_shared.settings import ServiceSettings
+
+LlmBackendChoice = Literal["auto", "none", "openai", "claude"]
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are Annie, the warm and concise companion of her-os, a personal memory platform. "
+    "You speak with one person, the owner of these memories. Answer briefly and naturally, "
+    "as in conversation. When the memory below helps, use it and say when and who; when it "
+    "does not hold the answer, say so rather than invent it."
+)
 
 
 class Settings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="ANNIE_VOICE_")
 
     port: int = Field(default=7860, ge=1, le=65535)
+    # Chat bodies are small: a message and a session id.
+    max_body_bytes: int = Field(default=64 * 1024, ge=1024)
+
+    # --- the context engine (memory) ---
     context_engine_url: str = "http://127.0.0.1:8100"
+    # The token sent to the engine as X-Internal-Token; default: this service's own
+    # internal_token (one shared secret across her-os).
+    context_engine_token: SecretStr | None = None
+    # Timeout of one engine request (the offline responder's search, event batches), seconds.
+    engine_timeout_s: float = Field(default=5.0, gt=0, le=120)
+
+    # --- the memory briefing (prepended to the system prompt of a new session) ---
+    briefing_enabled: bool = True
+    briefing_timeout_s: float = Field(default=3.0, gt=0, le=60)
+    briefing_max_chars: int = Field(default=2000, ge=200, le=20000)
+    # Memories asked for per part (recent conversations; L1/L2 key facts).
+    briefing_limit: int = Field(default=6, ge=1, le=50)
+    # The search text at a session start with no message yet (a voice session).
+    briefing_query: str = Field(
+        default="today plans people promises family friends work", min_length=1, max_length=512
+    )
+
+    # --- the responder LLM ---
+    # auto: openai-compatible if llm_base_url is set, else claude if claude_api_key is set,
+    # else none (the offline memory responder).
+    llm_backend: LlmBackendChoice = "auto"
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: SecretStr | None = None
+    claude_api_key: SecretStr | None = None
+    claude_model: str = "claude-sonnet-4-5"
+    # Another Messages API endpoint (a proxy); default: Anthropic's.
+    claude_base_url: str | None = None
+    llm_timeout_s: float = Field(default=60.0, gt=0, le=600)
+    llm_max_tokens: int = Field(default=1024, ge=16, le=32768)
+    llm_temperature: float = Field(default=0.6, ge=0, le=2)
+    system_prompt: str = Field(default=DEFAULT_SYSTEM_PROMPT, min_length=1, max_length=20000)
+
+    # --- chat limits ---
+    max_message_chars: int = Field(default=4000, ge=1, le=32000)
+    # Sessions kept in memory (least recently used dropped first).
+    max_sessions: int = Field(default=200, ge=1, le=100000)
+    # Messages of a session's history sent to the LLM (the oldest dropped first).
+    max_history_messages: int = Field(default=40, ge=2, le=1000)
+    # Rounds of tool calls within one turn before the model must answer in words.
+    max_tool_rounds: int = Field(default=4, ge=0, le=20)
+    tool_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    # A tool result is cut to this many characters of JSON before the model sees it.
+    tool_result_max_chars: int = Field(default=8000, ge=100, le=200000)
+
+    # --- tools (tools/; offered to LLM backends only: the offline responder has none) ---
+    tools_enabled: list[str] = Field(
+        default_factory=lambda: [
+            "think", "render_table", "render_chart", "web_search", "fetch_webpage",
+            "execute_python",
+        ]
+    )  # fmt: skip
+    # SearXNG for web_search (unset: web_search answers that it needs this setting).
+    searxng_url: str | None = None
+    fetch_max_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
+    fetch_timeout_s: float = Field(default=10.0, gt=0, le=120)
+    python_timeout_s: float = Field(default=10.0, gt=0, le=300)
+    python_memory_mb: int = Field(default=256, ge=32, le=16384)
+    # Scratch directories of execute_python (one per run, deleted after).
+    python_scratch_root: Path = Path("data/annie/scratch")
+
+    # --- the offline responder's sentences ---
+    # Speaker labels that are the owner ("You said …"), compared case-insensitively.
+    owner_speakers: list[str] = Field(default_factory=list)
+    # IANA time zone for "today", "yesterday", "on Tuesday".
+    timezone: str = "UTC"
+
+    # --- observability (events batched to the engine's /v1/events/emit) ---
+    events_enabled: bool = True
+    events_queue_size: int = Field(default=500, ge=1, le=100000)
+    events_flush_s: float = Field(default=2.0, gt=0, le=600)
+    events_batch_max: int = Field(default=500, ge=1, le=1000)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{value!r} is not an IANA time zone (e.g. Asia/Kolkata)") from None
+        return value
+
+    @model_validator(mode="after")
+    def _llm_settings_complete(self) -> Settings:
+        backend = self.resolved_llm_backend()
+        if backend == "openai":
+            if not self.llm_base_url:
+                raise ValueError(
+                    f"{self.env_name('llm_backend')}=openai needs "
+                    f"{self.env_name('llm_base_url')} (e.g. http://127.0.0.1:11434/v1)"
+                )
+            if not self.llm_model:
+                raise ValueError(
+                    f"the OpenAI-compatible LLM needs {self.env_name('llm_model')} "
+                    "(the model name the server knows, e.g. qwen3:8b)"
+                )
+        if backend == "claude" and self.claude_api_key is None:
+            raise ValueError(
+                f"{self.env_name('llm_backend')}=claude needs {self.env_name('claude_api_key')}"
+            )
+        return self
+
+    def resolved_llm_backend(self) -> Literal["none", "openai", "claude"]:
+        """The backend `auto` stands for, given what is configured."""
+        if self.llm_backend != "auto":
+            return self.llm_backend
+        if self.llm_base_url:
+            return "openai"
+        if self.claude_api_key is not None:
+            return "claude"
+        return "none"
+
+    def engine_token(self) -> str | None:
+        token = self.context_engine_token or self.internal_token
+        return None if token is None else token.get_secret_value()

@@ -1,0 +1,361 @@
+"""The text chat: sessions (in memory, least recently used dropped past `max_sessions`) and
+one turn of the conversation as a stream of events.
+
+A turn: on a new session the memory briefing first (`session` event), then the backend
+streams; text goes through the tool-call text filter to `token` events; tool calls are run
+(`tool_use` events) and their results given back to the model, at most `max_tool_rounds`
+times; `done` closes the turn with the full text, usage and timings, `error` when it failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import asdict, dataclass, field, is_dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from annie_voice.briefing import Briefing, build_briefing, system_prompt
+from annie_voice.config import Settings
+from annie_voice.engine import EngineClient
+from annie_voice.llm.base import (
+    ChatBackend,
+    LLMError,
+    Message,
+    TextDelta,
+    Tool,
+    ToolCall,
+    Usage,
+)
+from annie_voice.llm.toolfilter import ToolCallTextFilter
+from annie_voice.observe import Observer
+from her_os_shared.logging import get_logger
+
+log = get_logger(__name__)
+
+SUMMARY_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class ChatEvent:
+    """One Server-Sent Event of a turn: `session`, `token`, `tool_use`, `done` or `error`."""
+
+    event: str
+    data: dict[str, Any]
+
+
+@dataclass
+class ChatSession:
+    id: str
+    backend: str
+    created: datetime = field(default_factory=lambda: datetime.now(UTC))
+    turns: int = 0
+    briefing: Briefing | None = None
+    history: list[Message] = field(default_factory=list)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def briefed(self) -> bool:
+        return self.briefing is not None and self.briefing.status == "ok"
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "created": self.created.isoformat(),
+            "backend": self.backend,
+            "turns": self.turns,
+            "briefed": self.briefed,
+            "memory": None if self.briefing is None else self.briefing.status,
+        }
+
+
+class SessionStore:
+    """Sessions by id, most recently used last; past `capacity` the least recent goes."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._sessions: OrderedDict[str, ChatSession] = OrderedDict()
+        self.evicted = 0
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def get(self, session_id: str) -> ChatSession | None:
+        session = self._sessions.get(session_id)
+        if session is not None:
+            self._sessions.move_to_end(session_id)
+        return session
+
+    def add(self, session: ChatSession) -> None:
+        self._sessions[session.id] = session
+        self._sessions.move_to_end(session.id)
+        while len(self._sessions) > self.capacity:
+            oldest, _ = self._sessions.popitem(last=False)
+            self.evicted += 1
+            log.info("chat.session_evicted", session_id=oldest)
+
+    def list(self) -> list[ChatSession]:
+        """Most recently used first."""
+        return list(reversed(self._sessions.values()))
+
+
+class SessionBusyError(RuntimeError):
+    """A turn is already running in this session."""
+
+
+def summarise(result: dict[str, Any]) -> str:
+    text = json.dumps(result, ensure_ascii=False, default=str)
+    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+
+
+class ChatService:
+    def __init__(
+        self,
+        settings: Settings,
+        backend: ChatBackend,
+        engine: EngineClient | None,
+        observer: Observer,
+        tools: Sequence[Tool] = (),
+    ) -> None:
+        self.settings = settings
+        self.backend = backend
+        self.engine = engine
+        self.observer = observer
+        names = [t.name for t in tools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"tool names must be unique: {names}")
+        self.tools: dict[str, Tool] = {t.name: t for t in tools}
+        self.sessions = SessionStore(settings.max_sessions)
+
+    # --- sessions ---
+
+    async def brief(self, session: ChatSession, query: str | None) -> Briefing:
+        self.observer.emit("selkie", "start", session_id=session.id)
+        briefing = await build_briefing(
+            self.engine if self.settings.briefing_enabled else None,
+            (query or "").strip() or self.settings.briefing_query,
+            limit=self.settings.briefing_limit,
+            timeout_s=self.settings.briefing_timeout_s,
+            max_chars=self.settings.briefing_max_chars,
+        )
+        session.briefing = briefing
+        self.observer.emit(
+            "selkie",
+            "error" if briefing.status == "unavailable" else "complete",
+            session_id=session.id,
+            data=briefing.info(),
+        )
+        return briefing
+
+    async def open_session(
+        self, session_id: str | None, first_message: str | None = None
+    ) -> tuple[ChatSession, bool]:
+        """The session with this id, or a new one (briefed from memory). Returns it and
+        whether it is new."""
+        if session_id is not None:
+            existing = self.sessions.get(session_id)
+            if existing is not None:
+                return existing, False
+        session = ChatSession(id=session_id or uuid.uuid4().hex, backend=self.backend.name)
+        self.sessions.add(session)
+        self.observer.emit(
+            "mermaid", "start", session_id=session.id, data={"backend": self.backend.name}
+        )
+        await self.brief(session, first_message)
+        return session, True
+
+    # --- a turn ---
+
+    async def _run_tool(self, call: ToolCall) -> dict[str, Any]:
+        tool = self.tools.get(call.name)
+        if call.error is not None:
+            return {"error": call.error}
+        if tool is None:
+            return {"error": f"unknown tool {call.name!r}; available: {sorted(self.tools)}"}
+        try:
+            async with asyncio.timeout(self.settings.tool_timeout_s):
+                result = await tool.run(call.arguments)
+        except TimeoutError:
+            return {"error": f"the tool took longer than {self.settings.tool_timeout_s:g} s"}
+        except Exception as exc:
+            log.warning("chat.tool_failed", tool=call.name, error=str(exc)[:300])
+            return {"error": f"{type(exc).__name__}: {exc}"[:1000]}
+        if is_dataclass(result) and not isinstance(result, type):
+            # annie_voice.tools' ToolResult: ok, content, data (for the client page), error
+            return {k: v for k, v in asdict(result).items() if v is not None}
+        if not isinstance(result, dict):
+            return {"result": result}
+        return result
+
+    def _history_window(self, session: ChatSession) -> list[Message]:
+        history = session.history[-self.settings.max_history_messages :]
+        # Never start with a tool result whose call was cut off.
+        while history and history[0].role != "user":
+            history = history[1:]
+        return history
+
+    async def turn(
+        self, session: ChatSession, message: str, *, new: bool
+    ) -> AsyncIterator[ChatEvent]:
+        """Run one turn; yields its events. Raises SessionBusyError when the session is busy
+        (check before streaming: `session.lock.locked()`)."""
+        if session.lock.locked():
+            raise SessionBusyError(session.id)
+        async with session.lock:
+            async for event in self._turn(session, message, new=new):
+                yield event
+
+    async def _turn(
+        self, session: ChatSession, message: str, *, new: bool
+    ) -> AsyncIterator[ChatEvent]:
+        started = time.monotonic()
+        briefing = session.briefing or Briefing(status="disabled")
+        yield ChatEvent(
+            "session",
+            {
+                "session_id": session.id,
+                "new": new,
+                "backend": session.backend,
+                "tools": sorted(self.tools) if self.backend.supports_tools else [],
+                "memory": briefing.info(),
+            },
+        )
+        mark = len(session.history)
+        session.history.append(Message(role="user", content=message))
+        system = system_prompt(self.settings.system_prompt, briefing)
+        tools = list(self.tools.values()) if self.backend.supports_tools else []
+        usage = Usage()
+        full: list[str] = []
+        first_token_ms: int | None = None
+        tool_runs = 0
+        self.observer.emit(
+            "lanternfish", "start", session_id=session.id, data={"backend": self.backend.name}
+        )
+        try:
+            for round_no in range(self.settings.max_tool_rounds + 1):
+                offered = tools if round_no < self.settings.max_tool_rounds else []
+                text_filter = ToolCallTextFilter(known_tools=[t.name for t in offered])
+                round_text: list[str] = []
+                calls: list[ToolCall] = []
+                async for item in self.backend.stream(
+                    system=system, messages=self._history_window(session), tools=offered
+                ):
+                    if isinstance(item, TextDelta):
+                        visible, leaked = text_filter.feed(item.text)
+                        calls += leaked
+                    elif isinstance(item, ToolCall):
+                        visible = ""
+                        calls.append(item)
+                    else:
+                        usage = Usage(
+                            usage.input_tokens + item.input_tokens,
+                            usage.output_tokens + item.output_tokens,
+                        )
+                        continue
+                    if visible:
+                        if first_token_ms is None:
+                            first_token_ms = int((time.monotonic() - started) * 1000)
+                        round_text.append(visible)
+                        yield ChatEvent("token", {"text": visible})
+                visible, leaked = text_filter.flush()
+                calls += leaked
+                if visible:
+                    round_text.append(visible)
+                    yield ChatEvent("token", {"text": visible})
+                text = "".join(round_text)
+                full.append(text)
+                if not calls or not offered:
+                    session.history.append(Message(role="assistant", content=text))
+                    break
+                session.history.append(
+                    Message(role="assistant", content=text, tool_calls=tuple(calls))
+                )
+                for call in calls:
+                    tool_runs += 1
+                    self.observer.emit(
+                        "otter", "start", session_id=session.id, data={"tool": call.name}
+                    )
+                    tool_started = time.monotonic()
+                    result = await self._run_tool(call)
+                    ok = "error" not in result
+                    self.observer.emit(
+                        "otter",
+                        "complete" if ok else "error",
+                        session_id=session.id,
+                        data={
+                            "tool": call.name,
+                            "ms": int((time.monotonic() - tool_started) * 1000),
+                            "ok": ok,
+                        },
+                    )
+                    # A table or chart payload is for the client page; the model reads the rest.
+                    shown = result.get("data")
+                    for_model = {k: v for k, v in result.items() if k != "data"}
+                    content = json.dumps(for_model, ensure_ascii=False, default=str)
+                    if len(content) > self.settings.tool_result_max_chars:
+                        content = content[: self.settings.tool_result_max_chars] + "…(cut)"
+                    session.history.append(
+                        Message(role="tool", content=content, tool_call_id=call.id, name=call.name)
+                    )
+                    yield ChatEvent(
+                        "tool_use",
+                        {
+                            "id": call.id,
+                            "name": call.name,
+                            "args": call.arguments,
+                            "ok": ok,
+                            "result_summary": summarise(for_model),
+                            **({"data": shown} if isinstance(shown, dict) else {}),
+                        },
+                    )
+        except LLMError as exc:
+            del session.history[mark:]
+            log.warning("chat.llm_failed", session_id=session.id, error=str(exc))
+            self.observer.emit(
+                "lanternfish", "error", session_id=session.id, data={"error": str(exc)[:500]}
+            )
+            yield ChatEvent("error", {"message": str(exc), "kind": "llm"})
+            return
+        except Exception as exc:
+            del session.history[mark:]
+            log.exception("chat.turn_failed", session_id=session.id)
+            yield ChatEvent(
+                "error", {"message": f"the turn failed: {type(exc).__name__}", "kind": "internal"}
+            )
+            return
+        session.turns += 1
+        total_ms = int((time.monotonic() - started) * 1000)
+        self.observer.emit(
+            "lanternfish",
+            "complete",
+            session_id=session.id,
+            data={
+                "backend": self.backend.name,
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "tool_calls": tool_runs,
+                "ms": total_ms,
+            },
+        )
+        yield ChatEvent(
+            "done",
+            {
+                "session_id": session.id,
+                "text": "".join(full),
+                "turn": session.turns,
+                "tool_calls": tool_runs,
+                "usage": {
+                    "input_tokens": usage.input_tokens,
+                    "output_tokens": usage.output_tokens,
+                },
+                "timing": {
+                    "briefing_ms": briefing.elapsed_ms if new else 0,
+                    "first_token_ms": first_token_ms,
+                    "total_ms": total_ms,
+                },
+            },
+        )

@@ -1,0 +1,163 @@
+"""The offline memory responder: Annie without a language model. It answers from
+`/v1/context` in plain sentences ("On Tuesday, Priya said: “…”."), picks the best one to
+three memories, and says plainly when it found nothing and what it cannot do."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Collection, Sequence
+from datetime import UTC, date, datetime, tzinfo
+from zoneinfo import ZoneInfo
+
+from annie_voice.briefing import clean
+from annie_voice.engine import EngineClient, EngineUnavailableError, Memory
+from annie_voice.llm.base import Message, StreamEvent, TextDelta, Tool
+
+LIMITS = (
+    "I'm answering from your memories only: no language model is configured, so I can't use "
+    "general knowledge, search the web or run tools."
+)
+# Diarization labels that name nobody.
+_ANONYMOUS = re.compile(r"^(speaker[_ ]?\d+|unknown[_ ]?\d+|unknown|spk\d+)$", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+GIST_CHARS = 180
+SEARCH_LIMIT = 8
+
+
+def relative_day(when: datetime, now: datetime, zone: tzinfo) -> str:
+    """`today`, `yesterday`, `on Tuesday` (within the week), `on 3 May`, `on 3 May 2024`."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    day: date = when.astimezone(zone).date()
+    today: date = now.astimezone(zone).date()
+    delta = (today - day).days
+    if delta == 0:
+        return "today"
+    if delta == 1:
+        return "yesterday"
+    if 1 < delta < 7:
+        return f"on {day.strftime('%A')}"
+    if day.year == today.year:
+        return f"on {day.day} {day.strftime('%B')}"
+    return f"on {day.day} {day.strftime('%B')} {day.year}"
+
+
+def gist(text: str) -> str:
+    """The first sentence, at most GIST_CHARS characters, without its final full stop."""
+    text = clean(text)
+    first = _SENTENCE_END.split(text, maxsplit=1)[0]
+    if len(first) > GIST_CHARS:
+        cut = first[:GIST_CHARS].rsplit(" ", 1)[0]
+        first = cut + "…"
+    return first.rstrip(" .")
+
+
+def who(speaker: str | None, owner_speakers: Collection[str]) -> str:
+    if not speaker or _ANONYMOUS.match(speaker.strip()):
+        return "someone"
+    if speaker.strip().casefold() in {s.casefold() for s in owner_speakers}:
+        return "you"
+    return clean(speaker)[:64]
+
+
+def pick(memories: Sequence[Memory], most: int = 3) -> list[Memory]:
+    """The best memory and up to `most - 1` more that score at least half as well; the same
+    words said twice count once."""
+    ranked = sorted(memories, key=lambda m: m.score, reverse=True)
+    chosen: list[Memory] = []
+    seen: set[str] = set()
+    for m in ranked:
+        key = clean(m.text).casefold()
+        if not key or key in seen:
+            continue
+        if chosen and m.score < chosen[0].score * 0.5:
+            break
+        seen.add(key)
+        chosen.append(m)
+        if len(chosen) == most:
+            break
+    return chosen
+
+
+def sentence(memory: Memory, now: datetime, zone: tzinfo, owner_speakers: Collection[str]) -> str:
+    speaker = who(memory.speaker, owner_speakers)
+    said = f"{speaker} said: “{gist(memory.text)}”."
+    if memory.timestamp is None:
+        return said[0].upper() + said[1:]
+    day = relative_day(memory.timestamp, now, zone)
+    return f"{day[0].upper()}{day[1:]}, {said}"
+
+
+def compose(
+    query: str,
+    memories: Sequence[Memory],
+    *,
+    now: datetime,
+    zone: tzinfo,
+    owner_speakers: Collection[str],
+    first_turn: bool,
+) -> str:
+    shown_query = gist(query)
+    best = pick(memories)
+    if not best:
+        return (
+            f"I looked through your memories for “{shown_query}” and found nothing about it. "
+            f"{LIMITS}"
+        )
+    lead = "Here's what I remember." if len(best) > 1 else "Here's what I found."
+    lines = [sentence(m, now, zone, owner_speakers) for m in best]
+    text = " ".join([lead, *lines])
+    return f"{text} {LIMITS}" if first_turn else text
+
+
+class OfflineMemoryResponder:
+    """The `none` backend: memory search turned into sentences, streamed word by word."""
+
+    name = "none"
+    supports_tools = False
+
+    def __init__(
+        self,
+        engine: EngineClient,
+        *,
+        timezone: str = "UTC",
+        owner_speakers: Collection[str] = (),
+        clock: type[datetime] = datetime,
+    ) -> None:
+        self.engine = engine
+        self.zone: tzinfo = ZoneInfo(timezone)
+        self.owner_speakers = tuple(owner_speakers)
+        self._clock = clock
+
+    async def aclose(self) -> None:
+        return None
+
+    async def answer(self, query: str, *, first_turn: bool) -> str:
+        if not query.strip():
+            return f"Ask me about something you talked about. {LIMITS}"
+        try:
+            memories = await self.engine.context(query, limit=SEARCH_LIMIT)
+        except EngineUnavailableError as exc:
+            return (
+                f"I couldn't reach your memories just now ({exc.reason}). Without a language "
+                "model they're the only thing I can answer from, so please try again in a "
+                "moment."
+            )
+        return compose(
+            query,
+            memories,
+            now=self._clock.now(UTC),
+            zone=self.zone,
+            owner_speakers=self.owner_speakers,
+            first_turn=first_turn,
+        )
+
+    async def stream(
+        self, *, system: str, messages: Sequence[Message], tools: Sequence[Tool]
+    ) -> AsyncIterator[StreamEvent]:
+        users = [m for m in messages if m.role == "user"]
+        query = users[-1].content if users else ""
+        first_turn = not any(m.role == "assistant" for m in messages)
+        text = await self.answer(query, first_turn=first_turn)
+        for word in re.findall(r"\S+\s*", text):
+            yield TextDelta(word)

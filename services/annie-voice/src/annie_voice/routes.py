@@ -1,0 +1,79 @@
+"""The routes: thin; the chat loop lives in chat.py, the rest in runtime.py."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from annie_voice.chat import ChatEvent, ChatService, ChatSession
+from annie_voice.runtime import Runtime
+from her_os_shared.auth import require_token
+from her_os_shared.ids import SafeId
+
+MAX_MESSAGE_CHARS = 32000
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    message: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    session_id: SafeId | None = None
+
+
+def get_runtime(request: Request) -> Runtime:
+    return request.app.state.runtime
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+def _sse(event: ChatEvent) -> ServerSentEvent:
+    return ServerSentEvent(event=event.event, data=json.dumps(event.data, ensure_ascii=False))
+
+
+async def _stream(
+    chat: ChatService, session: ChatSession, message: str, new: bool
+) -> AsyncIterator[ServerSentEvent]:
+    async for event in chat.turn(session, message, new=new):
+        yield _sse(event)
+
+
+def api_router(token: SecretStr | None) -> APIRouter:
+    router = APIRouter(dependencies=[Depends(require_token(token))])
+
+    @router.post(
+        "/v1/chat",
+        tags=["chat"],
+        summary="Chat with Annie (Server-Sent Events: session, token, tool_use, done, error)",
+        response_class=EventSourceResponse,
+    )
+    async def chat(body: ChatRequest, runtime: RuntimeDep) -> EventSourceResponse:
+        limit = runtime.settings.max_message_chars
+        if not body.message.strip():
+            raise HTTPException(status_code=422, detail="message: must not be blank")
+        if len(body.message) > limit:
+            raise HTTPException(status_code=422, detail=f"message: longer than {limit} characters")
+        session, new = await runtime.chat.open_session(body.session_id, body.message)
+        if session.lock.locked():
+            raise HTTPException(status_code=409, detail="a turn is already running in this session")
+        return EventSourceResponse(_stream(runtime.chat, session, body.message, new))
+
+    @router.get("/v1/chat/sessions", tags=["chat"], summary="The chat sessions held in memory")
+    async def sessions(runtime: RuntimeDep) -> dict[str, Any]:
+        listed = runtime.chat.sessions.list()
+        return {
+            "sessions": [s.info() for s in listed],
+            "total": len(listed),
+            "capacity": runtime.chat.sessions.capacity,
+        }
+
+    @router.get("/api/status", tags=["status"], summary="Backend, engine reachability, sessions")
+    async def status(runtime: RuntimeDep) -> dict[str, Any]:
+        return await runtime.status()
+
+    return router

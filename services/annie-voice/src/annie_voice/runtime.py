@@ -1,0 +1,78 @@
+"""What the app holds while it runs: the engine client, the backend, the observer and the
+chat service. Built in the lifespan, closed at shutdown."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import httpx
+
+from annie_voice.chat import ChatService
+from annie_voice.config import Settings
+from annie_voice.engine import EngineClient
+from annie_voice.llm import ChatBackend, Tool, create_backend
+from annie_voice.observe import Observer
+from annie_voice.tools import ToolConfig, make_tools
+
+
+class Runtime:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        tools: Sequence[Tool] | None = None,
+        backend: ChatBackend | None = None,
+        engine_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.settings = settings
+        self.engine = EngineClient(
+            settings.context_engine_url,
+            settings.engine_token(),
+            timeout_s=settings.engine_timeout_s,
+            transport=engine_transport,
+        )
+        self.observer = Observer(
+            self.engine if settings.events_enabled else None,
+            queue_size=settings.events_queue_size,
+            flush_s=settings.events_flush_s,
+            batch_max=settings.events_batch_max,
+        )
+        self.backend = backend or create_backend(settings, self.engine)
+        if tools is None:  # the tools the settings enable
+            tools = make_tools(tool_config(settings))
+        self.chat = ChatService(settings, self.backend, self.engine, self.observer, tools)
+
+    async def start(self) -> None:
+        self.observer.start()
+
+    async def stop(self) -> None:
+        await self.observer.stop()
+        await self.backend.aclose()
+        await self.engine.aclose()
+
+    async def status(self) -> dict[str, object]:
+        return {
+            "backend": self.backend.name,
+            "model": getattr(self.backend, "model", None),
+            "tools": sorted(self.chat.tools) if self.backend.supports_tools else [],
+            "engine": {
+                "url": self.settings.context_engine_url,
+                "reachable": await self.engine.reachable(),
+            },
+            "sessions": len(self.chat.sessions),
+            "sessions_evicted": self.chat.sessions.evicted,
+            "events": self.observer.stats.as_dict(),
+        }
+
+
+def tool_config(settings: Settings) -> ToolConfig:
+    """The tools' settings from Annie's (ANNIE_VOICE_*)."""
+    return ToolConfig(
+        searxng_url=settings.searxng_url,
+        fetch_max_bytes=settings.fetch_max_bytes,
+        fetch_timeout_s=settings.fetch_timeout_s,
+        python_timeout_s=settings.python_timeout_s,
+        python_memory_bytes=settings.python_memory_mb * 1024 * 1024,
+        python_scratch_root=settings.python_scratch_root.resolve(),
+        enabled=frozenset(settings.tools_enabled),
+    )

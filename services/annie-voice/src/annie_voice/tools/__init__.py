@@ -1,0 +1,58 @@
+"""Annie's tools (creature: otter). `make_tools(config)` gives the enabled ones.
+
+Each tool has `name`, `description`, `parameters` (JSON schema) and `async run(args) ->
+ToolResult`; `run` never raises. A result with `data` (render_table, render_chart) is for the
+client page: send it over the data channel.
+"""
+
+from __future__ import annotations
+
+from annie_voice.tools.base import (
+    ALL_TOOL_NAMES,
+    MAX_CONTENT_CHARS,
+    Tool,
+    ToolConfig,
+    ToolResult,
+)
+from annie_voice.tools.fetch import FetchWebpageTool
+from annie_voice.tools.python_exec import ExecutePythonTool
+from annie_voice.tools.render import RenderChartTool, RenderTableTool
+from annie_voice.tools.search import WebSearchTool
+from annie_voice.tools.think import ThinkTool
+
+__all__ = [
+    "ALL_TOOL_NAMES",
+    "MAX_CONTENT_CHARS",
+    "ExecutePythonTool",
+    "FetchWebpageTool",
+    "RenderChartTool",
+    "RenderTableTool",
+    "ThinkTool",
+    "Tool",
+    "ToolConfig",
+    "ToolResult",
+    "WebSearchTool",
+    "make_tools",
+]
+
+
+def make_tools(config: ToolConfig) -> list[Tool]:
+    """The tools named in `config.enabled`, in a stable order.
+
+    web_search is listed even without a SearXNG URL (it then answers with a clear error naming
+    ANNIE_VOICE_SEARXNG_URL, which the model can pass on); leave it out of `enabled` to hide it.
+    """
+    unknown = set(config.enabled) - ALL_TOOL_NAMES
+    if unknown:
+        raise ValueError(
+            f"unknown tool names {sorted(unknown)}; known: {', '.join(sorted(ALL_TOOL_NAMES))}"
+        )
+    candidates: list[Tool] = [
+        ThinkTool(),
+        RenderTableTool(),
+        RenderChartTool(),
+        WebSearchTool(config),
+        FetchWebpageTool(config),
+        ExecutePythonTool(config),
+    ]
+    return [tool for tool in candidates if tool.name in config.enabled]

@@ -1,0 +1,233 @@
+"""Test doubles for Annie's tests (never used by the product; named as doubles):
+
+- `EngineDouble`: the context engine's `/v1/context`, `/v1/events/emit` and `/health` behind
+  an httpx MockTransport, with scripted memories and failure modes (down, slow, 401).
+- `ScriptedChatLLMDouble`: an OpenAI-compatible server on a loopback port (real HTTP) that
+  streams scripted chat completions — text chunks and tool calls — as the real `openai`
+  client expects them.
+- `EchoToolDouble`: a tool that echoes its arguments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+
+TOKEN = "annie-test-token-0123456789"
+
+
+def memory(
+    text: str,
+    *,
+    speaker: str = "Priya",
+    when: datetime | str = "2026-05-08T13:56:00Z",
+    tier: str = "L0",
+    score: float = 0.5,
+    session: str = "s1",
+) -> dict[str, Any]:
+    stamp = when.isoformat() if isinstance(when, datetime) else when
+    return {
+        "text": text,
+        "tier": tier,
+        "source_session": session,
+        "segment_id": "seg-1",
+        "timestamp": stamp,
+        "relevance_score": score,
+        "speaker": speaker,
+        "entities": [],
+    }
+
+
+@dataclass
+class EngineDouble:
+    memories: list[dict[str, Any]] = field(default_factory=list)
+    mode: str = "ok"  # ok | down | slow | unauthorized | error
+    token: str = TOKEN
+    context_requests: list[httpx.Request] = field(default_factory=list)
+    emitted: list[list[dict[str, Any]]] = field(default_factory=list)
+    emit_mode: str = "ok"
+
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handle)
+
+    async def handle(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/health":
+            if self.mode == "down":
+                raise httpx.ConnectError("engine double is down", request=request)
+            return httpx.Response(200, json={"status": "ok"})
+        if request.headers.get("X-Internal-Token") != self.token:
+            return httpx.Response(401, json={"detail": "invalid X-Internal-Token header"})
+        if request.url.path == "/v1/events/emit":
+            if self.emit_mode == "down":
+                raise httpx.ConnectError("engine double is down", request=request)
+            events = json.loads(request.content)["events"]
+            self.emitted.append(events)
+            return httpx.Response(
+                200, json={"accepted": len(events), "rejected": [], "total": len(events)}
+            )
+        if request.url.path == "/v1/context":
+            self.context_requests.append(request)
+            if self.mode == "down":
+                raise httpx.ConnectError("engine double is down", request=request)
+            if self.mode == "slow":
+                await asyncio.sleep(3600)
+            if self.mode == "unauthorized":
+                return httpx.Response(401, json={"detail": "invalid X-Internal-Token header"})
+            if self.mode == "error":
+                return httpx.Response(500, json={"detail": "boom"})
+            tiers = request.url.params.get("tier")
+            results = [m for m in self.memories if tiers is None or m["tier"] in tiers.split(",")]
+            limit = int(request.url.params.get("limit", 5))
+            return httpx.Response(200, json={"results": results[:limit]})
+        return httpx.Response(404, json={"detail": "not found"})
+
+
+class EchoToolDouble:
+    name = "echo"
+    description = "Echo the text back."
+    parameters: dict[str, Any] = {  # noqa: RUF012
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+    }
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    async def run(self, args: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(args)
+        return {"echoed": args.get("text")}
+
+
+class FailingToolDouble:
+    name = "broken"
+    description = "Always fails."
+    parameters: dict[str, Any] = {"type": "object", "properties": {}}  # noqa: RUF012
+
+    async def run(self, args: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError("the broken tool double failed")
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-double",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "scripted",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+class ScriptedChatLLMDouble:
+    """Each chat request takes the next scripted reply: `{"text": [chunks...]}` streams text,
+    `{"tool_calls": [{"name", "arguments"}]}` streams tool calls (arguments split in two
+    chunks, as real servers do), `{"status": 500}` answers an HTTP error."""
+
+    def __init__(self, script: list[dict[str, Any]]) -> None:
+        self.script = list(script)
+        self.requests: list[dict[str, Any]] = []
+        self._httpd: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def frames(self, reply: dict[str, Any]) -> list[dict[str, Any]]:
+        frames = [_chunk({"role": "assistant", "content": ""})]
+        for text in reply.get("text", []):
+            frames.append(_chunk({"content": text}))
+        for i, call in enumerate(reply.get("tool_calls", [])):
+            args = json.dumps(call["arguments"])
+            half = len(args) // 2
+            frames.append(
+                _chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": i,
+                                "id": f"call_{i}",
+                                "type": "function",
+                                "function": {"name": call["name"], "arguments": args[:half]},
+                            }
+                        ]
+                    }
+                )
+            )
+            frames.append(
+                _chunk({"tool_calls": [{"index": i, "function": {"arguments": args[half:]}}]})
+            )
+        finish = "tool_calls" if reply.get("tool_calls") else "stop"
+        frames.append(_chunk({}, finish))
+        frames.append(
+            {
+                "id": "chatcmpl-double",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": "scripted",
+                "choices": [],
+                "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+            }
+        )
+        return frames
+
+    def start(self) -> None:
+        double = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                double.requests.append(body)
+                reply = double.script.pop(0) if double.script else {"text": ["(unscripted)"]}
+                if "status" in reply:
+                    data = json.dumps({"error": {"message": "scripted failure"}}).encode()
+                    self.send_response(reply["status"])
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for frame in double.frames(reply):
+                    self.wfile.write(f"data: {json.dumps(frame)}\n\n".encode())
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+                self.close_connection = True
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+
+
+def parse_sse(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """`event:`/`data:` frames → [(event, data)], comments and pings skipped."""
+    events = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        name, data = "message", []
+        for line in block.split("\n"):
+            if line.startswith("event:"):
+                name = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].lstrip())
+        if data and name != "ping":
+            events.append((name, json.loads("\n".join(data))))
+    return events
