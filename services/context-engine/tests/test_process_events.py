@@ -48,6 +48,19 @@ async def test_watcher_legs_and_fusion_report_each_run(settings: Settings) -> No
         stats = await eventually(narwhal, "the chronicler's metric after the query")
         assert {"subscribers", "backlog", "ring", "persisted"} <= set(stats)
 
+        # The auth gate: requests let through and refused, counted between two metrics.
+        refused = await engine.client.get("/v1/stats", headers={"X-Internal-Token": "x" * 32})
+        assert refused.status_code == 401
+
+        async def gate(engine: Engine = engine) -> dict[str, Any] | None:
+            for e in await events_of(engine, "basilisk"):
+                if e["event_type"] == "metric" and e["data"]["refused"] >= 1:
+                    return e["data"]
+            return None
+
+        counted = await eventually(gate, "the auth gate's metric")
+        assert counted["passed"] >= 1
+
 
 class RecorderDouble:
     """Collects emitted events (a test double of EventRecorder)."""

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from context_engine import __version__
 from context_engine.config import Settings
@@ -39,6 +40,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         runtime: Runtime | None = getattr(request.app.state, "runtime", None)
         if runtime is None or not runtime.ready:
             return
+        runtime.auth_counts["refused"] += 1
         client = request.client.host if request.client else None
         await runtime.recorder.emit(
             "basilisk",
@@ -69,4 +71,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_age=600,
     )
     app.include_router(api_router(settings.internal_token, record_auth_failure))
+    app.add_middleware(AuthCountMiddleware)
     return app
+
+
+class AuthCountMiddleware:
+    """Counts the /v1 requests the token check let through (anything but a 401), for the
+    auth gate's (basilisk's) metric event; refusals are counted by the failure hook. Plain
+    ASGI, so streamed responses (the event stream) pass untouched."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+
+        async def counting_send(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] != 401:
+                runtime = getattr(scope["app"].state, "runtime", None)
+                if runtime is not None:
+                    runtime.auth_counts["passed"] += 1
+            await send(message)
+
+        await self.app(scope, receive, counting_send)

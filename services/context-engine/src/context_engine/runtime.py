@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
+from collections import Counter
 from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -133,6 +134,8 @@ class Runtime:
             ),
             leg_timeout_s=settings.leg_timeout_s,
         )
+        # /v1 requests the token check let through / refused since the last basilisk metric
+        self.auth_counts: Counter[str] = Counter()
         self.schema_ready = asyncio.Event()
         self.started = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -170,9 +173,18 @@ class Runtime:
         await self.ingestor.ingest_file(path)
 
     async def _chronicle_stats(self) -> None:
-        """The chronicler's own creature (narwhal): its counters once a minute."""
+        """The chronicler's own creature (narwhal): its counters once a minute; and the auth
+        gate's (basilisk): the requests it let through and refused since the last one."""
         while True:
             await asyncio.sleep(self.settings.events_stats_interval_s)
+            counts, self.auth_counts = self.auth_counts, Counter()
+            if counts:
+                await self.recorder.emit(
+                    "basilisk", "metric",
+                    data={"passed": counts["passed"], "refused": counts["refused"]},
+                    reasoning=f"{counts['passed']} requests let through, "
+                    f"{counts['refused']} refused",
+                )  # fmt: skip
             stats = self.chronicler.stats()
             await self.recorder.emit(
                 "narwhal", "metric", data=stats,
