@@ -253,6 +253,12 @@ async def test_with_an_llm_the_llm_extractor_and_add_episode_write_the_session(
                 ("session-l1", settings.graph_group_id)
             ]
             assert str(episodes[0]["at"]).startswith("2025-06-01T10:00:00")
+            # Every LLM call, the extractor's and graphiti's, is a leviathan event.
+            calls = (await engine.get("/v1/events", creature="leviathan", event_type="complete",
+                                      limit=1000)).json()["events"]  # fmt: skip
+            schemas = {e["data"]["schema"] for e in calls}
+            assert "memory_extraction" in schemas and len(schemas) >= 2
+            assert len(calls) == len(llm.chat_requests())
     kinds = [schema_name(r) for r in llm.chat_requests()]
     assert kinds[0] == "memory_extraction" and len(kinds) >= 2  # then graphiti's calls
 

@@ -53,7 +53,7 @@ class Runtime:
         if settings.graph_url:
             from context_engine.graph import KnowledgeGraph  # graphiti is heavy: only if used
 
-            self.graph = KnowledgeGraph(settings)
+            self.graph = KnowledgeGraph(settings, recorder=self.recorder)
         self.session_stages = SessionStages(
             settings,
             self.db.main,

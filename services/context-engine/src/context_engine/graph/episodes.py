@@ -28,6 +28,7 @@ as it was; facts the new episode restated are kept for it.
 from __future__ import annotations
 
 import json
+import time
 from contextvars import ContextVar
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -159,11 +160,20 @@ class HerGraphiti(Graphiti):
 class GraphitiLLM(OpenAIGenericClient):
     """graphiti's OpenAI-compatible client (json_schema output) that fails fast and clearly:
     every failure is a GraphLLMError, every answer is checked against its schema, and no call
-    is retried here. Counts its calls."""
+    is retried here. Counts its calls; with a recorder each is a `leviathan` event."""
 
-    def __init__(self, config: LLMConfig, client: Any, max_tokens: int) -> None:
+    def __init__(
+        self, config: LLMConfig, client: Any, max_tokens: int, recorder: Any = None
+    ) -> None:
         super().__init__(config=config, client=client, max_tokens=max_tokens)
         self.calls = 0
+        self.recorder = recorder  # an EventRecorder, or None
+
+    async def _emit(self, event_type: str, data: dict[str, Any], reasoning: str) -> None:
+        if self.recorder is not None:
+            await self.recorder.emit(
+                "leviathan", event_type, data={"model": self.model} | data, reasoning=reasoning
+            )
 
     async def _generate_response_with_retry(  # type: ignore[override]
         self,
@@ -188,6 +198,27 @@ class GraphitiLLM(OpenAIGenericClient):
     ) -> dict[str, Any]:
         self.calls += 1
         what = kwargs.get("prompt_name") or getattr(response_model, "__name__", "completion")
+        await self._emit("start", {"schema": what}, f"graphiti asks for {what}")
+        started = time.perf_counter()
+        try:
+            result = await self._checked(what, messages, response_model, *args, **kwargs)
+        except GraphLLMError as exc:
+            await self._emit("error", {"schema": what, "error": str(exc)[:300]}, str(exc)[:200])
+            raise
+        seconds = round(time.perf_counter() - started, 3)
+        await self._emit(
+            "complete", {"schema": what, "seconds": seconds}, f"{what} in {seconds:.1f} s"
+        )
+        return result
+
+    async def _checked(
+        self,
+        what: str,
+        messages: list[Message],
+        response_model: type[BaseModel] | None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
         try:
             result = await super().generate_response(messages, response_model, *args, **kwargs)
         except GraphLLMError:
@@ -223,7 +254,7 @@ class NoLLM(LLMClient):
         raise GraphLLMError(f"no LLM configured: set {self.setting} to use add_episode")
 
 
-def make_llm_client(settings: Settings) -> LLMClient:
+def make_llm_client(settings: Settings, recorder: Any = None) -> LLMClient:
     if not settings.llm_base_url:
         return NoLLM(settings.env_name("llm_base_url"))
     from openai import AsyncOpenAI
@@ -242,7 +273,7 @@ def make_llm_client(settings: Settings) -> LLMClient:
         temperature=0.0,
         max_tokens=settings.llm_max_tokens,
     )
-    return GraphitiLLM(config, client, settings.llm_max_tokens)
+    return GraphitiLLM(config, client, settings.llm_max_tokens, recorder)
 
 
 # --- the episode ---

@@ -17,7 +17,7 @@ import asyncio
 from collections.abc import Sequence
 from contextlib import suppress
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from context_engine.graph.base import (
     Fact,
@@ -46,10 +46,14 @@ log = get_logger(__name__)
 
 
 class KnowledgeGraph:
-    def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
-        """Raises GraphConfigError (naming the variable) when the settings cannot work."""
+    def __init__(
+        self, settings: Settings, *, embedder: Embedder | None = None, recorder: Any = None
+    ) -> None:
+        """Raises GraphConfigError (naming the variable) when the settings cannot work.
+        `recorder` (an EventRecorder) makes each of graphiti's LLM calls an event."""
         validate_settings(settings)
         self.settings = settings
+        self.recorder = recorder
         self.group_id = settings.graph_group_id
         self._embedder = embedder
         self._own_embedder = embedder is None
@@ -101,7 +105,7 @@ class KnowledgeGraph:
         graphiti_embedder = GraphitiEmbedder(embedder)
         self._graphiti = HerGraphiti(
             graph_driver=driver,
-            llm_client=make_llm_client(self.settings),
+            llm_client=make_llm_client(self.settings, self.recorder),
             embedder=graphiti_embedder,
             cross_encoder=EmbeddingReranker(embedder),
             max_coroutines=4,
