@@ -141,22 +141,21 @@ class Reflection:
 
 # --- inputs --------------------------------------------------------------------------------
 
-# Reflection sessions are never inputs of a reflection (in SQL: REFLECTION_DEVICE and
-# REFLECTION_PREFIX, spelled out).
+# Reflection sessions are never inputs of a reflection (promises.REFLECTION_FILTER).
 _SEGMENTS = text(
-    """
+    f"""
     SELECT g.session_id, g.segment_id, g.speaker, g.text, g.spoken_at, g.emotion_label,
            g.emotion_score, s.device_id
     FROM segments g JOIN sessions s ON s.session_id = g.session_id
     WHERE g.replaced_by IS NULL AND g.spoken_at >= :start AND g.spoken_at < :end
-      AND NOT (s.device_id = 'her-os-reflection' AND s.session_id LIKE 'reflection-%')
+      AND {promises.REFLECTION_FILTER}
     ORDER BY g.spoken_at, g.session_id, g.start_s, g.segment_id
-    """
+    """  # noqa: S608 (the filter is a constant, no input)
 )
 # Current mentions in the day's segments, and mentions of the day's sessions that no segment
 # matched (segment_id NULL: they stand at the session's start).
 _MENTIONS = text(
-    """
+    f"""
     SELECT dm.mention_id, dm.session_id, e.id, e.type, e.name
     FROM (
         SELECT m.id AS mention_id, m.entity_id, m.session_id
@@ -172,9 +171,9 @@ _MENTIONS = text(
     ) dm
     JOIN entities e ON e.id = dm.entity_id
     JOIN sessions s ON s.session_id = dm.session_id
-    WHERE NOT (s.device_id = 'her-os-reflection' AND s.session_id LIKE 'reflection-%')
+    WHERE {promises.REFLECTION_FILTER}
     ORDER BY dm.mention_id
-    """
+    """  # noqa: S608 (the filter is a constant, no input)
 )
 _STORED = text("SELECT * FROM daily_reflections WHERE day = :day")
 _UPSERT = text(

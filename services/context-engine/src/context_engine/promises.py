@@ -47,7 +47,9 @@ PromiseStatus = Literal["open", "fulfilled", "all"]
 # Segments read per promise when looking for its fulfilment (oldest first).
 CANDIDATES_PER_PROMISE = 500
 MANUAL_EVIDENCE = "marked kept by hand"
-# Reflection sessions (daily.py) restate open promises; they never fulfil one.
+# Sessions `s` that are not daily reflections (daily.py: their device and id prefix). The one
+# spelling of the rule in SQL, for this module and daily.py: reflections restate open
+# promises (they never fulfil one) and are never a reflection's input.
 REFLECTION_FILTER = "NOT (s.device_id = 'her-os-reflection' AND s.session_id LIKE 'reflection-%')"
 
 # --- words ---------------------------------------------------------------------------------
@@ -268,17 +270,16 @@ _OPEN_TO_CHECK = text(
     ORDER BY e.id
     """
 )
-# Reflection sessions (daily.py) restate open promises; they never fulfil one.
 _CANDIDATES = text(
-    """
+    f"""
     SELECT g.session_id, g.segment_id, g.text, g.spoken_at
     FROM segments g JOIN sessions s ON s.session_id = g.session_id
     WHERE g.replaced_by IS NULL AND g.spoken_at > :after AND g.spoken_at <= :as_of
       AND g.tsv @@ to_tsquery('english', :words)
-      AND NOT (s.device_id = 'her-os-reflection' AND s.session_id LIKE 'reflection-%')
+      AND {REFLECTION_FILTER}
     ORDER BY g.spoken_at, g.session_id, g.segment_id
     LIMIT :limit
-    """
+    """  # noqa: S608 (the filter is a constant, no input)
 )
 _INSERT = text(
     """
