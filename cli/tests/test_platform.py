@@ -265,6 +265,12 @@ def _conversation_becomes_memory(data_dir: Path, ports: dict, token: str, fk_pas
         ],
     )  # fmt: skip
     append_records(data_dir / "transcripts", "platform-talk", [payload])
+    _memory_is_there(ports, token, fk_password)
+
+
+def _memory_is_there(ports: dict, token: str, fk_password: str) -> None:
+    """The conversation of _conversation_becomes_memory is in every store: PostgreSQL's
+    entities, the graph, the vectors and the keyword index (waits up to 2 minutes each)."""
     base = f"http://127.0.0.1:{ports['context-engine']}/v1"
     headers = {"X-Internal-Token": token}
 
@@ -423,3 +429,51 @@ def test_killed_supervisor_leaves_no_orphans(tmp_path, started):
     assert status["running"] is False
     assert "not running" in _cli("down", "--data-dir", str(data_dir)).stdout
     assert not (data_dir / "run" / "state.json").exists()
+
+
+def test_backup_restore_and_rebuild_round_trip(tmp_path, started):
+    """`her-os backup` of a platform with a memory, `restore` into a new data directory (the
+    memory is all there at once), then `rebuild` from the JSONL alone (re-derived)."""
+    data_dir, moved_dir = tmp_path / "data", tmp_path / "moved"
+    ports = _free_ports()
+    first = started(data_dir, ports)
+    first.wait_healthy()
+    secrets = data_dir / "secrets"
+    token = (secrets / "internal_token").read_text().strip()
+    fk_password = (secrets / "falkordb_password").read_text().strip()
+    _conversation_becomes_memory(data_dir, ports, token, fk_password)
+
+    refused = _cli("backup", "--data-dir", str(data_dir))
+    assert refused.returncode == 1 and "her-os down" in refused.stderr
+    assert _cli("down", "--data-dir", str(data_dir)).returncode == 0
+    assert first.wait_exit(timeout=60) == 0, first.text()
+
+    archive = tmp_path / "memory.tar.gz"
+    made = _cli("backup", "--data-dir", str(data_dir), "--output", str(archive))
+    assert made.returncode == 0, made.stdout + made.stderr
+    restored = _cli("restore", str(archive), "--data-dir", str(moved_dir))
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+
+    # The restored platform answers from restored stores: nothing to ingest or extract again.
+    second = started(moved_dir, ports)
+    second.wait_healthy()
+    assert (moved_dir / "secrets" / "internal_token").read_text().strip() == token
+    headers = {"X-Internal-Token": token}
+    base = f"http://127.0.0.1:{ports['context-engine']}/v1"
+    stats = httpx.get(base + "/stats", headers=headers, timeout=10).json()
+    assert stats["segments"]["active"] == 2 and stats["entities"] >= 2, stats
+    assert stats["vectors"]["embedded"] == 2, stats
+    _memory_is_there(ports, token, fk_password)
+    assert _cli("down", "--data-dir", str(moved_dir)).returncode == 0
+    assert second.wait_exit(timeout=60) == 0, second.text()
+
+    # Rebuild: PostgreSQL, FalkorDB, the vectors and the keyword index from the JSONL alone.
+    rebuilt = _cli("rebuild", "--yes", "--data-dir", str(moved_dir))
+    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
+    assert not (moved_dir / "postgres").exists() and not (moved_dir / "falkordb").exists()
+    third = started(moved_dir, ports)
+    third.wait_healthy()
+    assert "cluster created" in third.text()
+    _memory_is_there(ports, token, fk_password)
+    assert _cli("down", "--data-dir", str(moved_dir)).returncode == 0
+    assert third.wait_exit(timeout=60) == 0, third.text()

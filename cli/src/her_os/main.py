@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,6 +12,7 @@ import psutil
 import typer
 from pydantic import ValidationError
 
+from her_os import backup as backups
 from her_os import control, supervisor, ui
 from her_os.config import PORT_SETTINGS, Settings, load_settings
 from her_os.logs import follow, log_names, tail_lines
@@ -20,7 +22,8 @@ from her_os.status import collect
 
 app = typer.Typer(
     name="her-os",
-    help="Run her-os on its embedded defaults: PostgreSQL, FalkorDB and the three services.",
+    help="Run her-os on its embedded defaults: PostgreSQL, FalkorDB and the three services; "
+    "back up, restore and rebuild its data.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,  # locals would include secrets
@@ -183,6 +186,75 @@ def logs(
             out.flush()
     except KeyboardInterrupt:
         pass
+
+
+def _layout(data_dir: Path | None) -> DataLayout:
+    return DataLayout(_settings(data_dir=data_dir).resolved_data_dir)
+
+
+def _data_command(action: Callable[[], backups.Result], verb: str) -> backups.Result:
+    """Run a backup, restore or rebuild: its refusal as a message and exit 1, else a summary."""
+    try:
+        result = action()
+    except backups.BackupError as exc:
+        ui.fail(str(exc))
+        raise typer.Exit(1) from None
+    for name, size in result.components.items():
+        ui.note(f"  {name}: {size['files']} files, {size['bytes'] / 1e6:.1f} MB {verb}")
+    return result
+
+
+@app.command()
+def backup(
+    data_dir: DataDir = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Archive to write (default: <data dir>/backups/her-os-<UTC time>.tar.gz).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Snapshot PostgreSQL, FalkorDB, the vectors, the JSONL files, the enrollment bank and
+    the secrets into one archive (mode 0600). The platform must be stopped."""
+    result = _data_command(lambda: backups.backup(_layout(data_dir), output), "saved")
+    ui.ok(f"backup written to {result.path}")
+
+
+@app.command()
+def restore(
+    archive: Annotated[Path, typer.Argument(help="A backup written by `her-os backup`.")],
+    data_dir: DataDir = None,
+) -> None:
+    """Put a backup back into the data directory (the platform must be stopped). What it
+    replaces is moved aside to <data dir>/pre-restore-<time>/, never deleted."""
+    result = _data_command(lambda: backups.restore(_layout(data_dir), archive), "restored")
+    if result.path.exists():
+        ui.note(f"the data it replaced is in {result.path}")
+    ui.ok(f"restored from {archive}; start with `her-os up`")
+
+
+@app.command()
+def rebuild(
+    data_dir: DataDir = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Do it (without it, only say what would happen).")
+    ] = False,
+) -> None:
+    """Re-derive PostgreSQL, the knowledge graph, the vectors and the keyword index from the
+    JSONL transcripts: moves those stores aside (to <data dir>/pre-rebuild-<time>/); the next
+    `her-os up` ingests every transcript again. The platform must be stopped."""
+    layout = _layout(data_dir)
+    if not yes:
+        ui.console.print(
+            f"Would move {', '.join(backups.DERIVED)} of {layout.root} aside and let the next "
+            "`her-os up` re-derive them from the transcripts. Run again with --yes."
+        )
+        raise typer.Exit(1)
+    result = _data_command(lambda: backups.rebuild(layout), "moved aside")
+    ui.ok(f"derived stores moved to {result.path}; `her-os up` rebuilds them from the transcripts")
 
 
 if __name__ == "__main__":
