@@ -94,6 +94,8 @@ class Segment(Base):
     __table_args__ = (
         Index("ix_segments_tsv", "tsv", postgresql_using="gin"),
         Index("ix_segments_session_start", "session_id", "start_s"),
+        # The distinct speaker names, read by a skip scan (speakers.py).
+        Index("ix_segments_speaker", "speaker"),
         # Retrieval's time windows only ever look at active (not replaced) segments.
         Index(
             "ix_segments_active_spoken_at",

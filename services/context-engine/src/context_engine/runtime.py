@@ -29,6 +29,7 @@ from context_engine.migrate import migrate_until_done
 from context_engine.recorder import EventRecorder
 from context_engine.retrieve import FusionParams, RetrievalLeg, Retriever
 from context_engine.search_index import Changes, SegmentSearchIndex
+from context_engine.speakers import KnownSpeakers
 from context_engine.vector_leg import VectorLeg
 from context_engine.vectors.base import make_vector_store
 from context_engine.watcher import TranscriptWatcher
@@ -150,7 +151,12 @@ class Runtime:
             if name == "bm25":
                 legs.append(Bm25Leg(self.db.main, self.search_index))
             elif name == "vector" and self.embedding is not None:
-                legs.append(VectorLeg(self.embedding))
+                speakers = (
+                    KnownSpeakers(self.db.main, ttl_s=self.settings.speaker_names_ttl_s)
+                    if self.settings.vector_query_without_speakers
+                    else None
+                )
+                legs.append(VectorLeg(self.embedding, speakers=speakers))
             elif name == "graph":
                 legs.append(
                     GraphLeg(

@@ -1,6 +1,9 @@
 """The vector leg of retrieval (shark): the query embedded by the same model as the stored
 segments, the nearest segments in the current space spoken by `as_of` (and inside the
-window), re-checked in PostgreSQL (still stored, not replaced by a sweep). Score: cosine."""
+window), re-checked in PostgreSQL (still stored, not replaced by a sweep). Score: cosine.
+
+The query is embedded without the names of the memory's speakers (speakers.py): the speaker
+prior weighs who is named, the vector searches what was said."""
 
 from __future__ import annotations
 
@@ -11,6 +14,10 @@ import numpy as np
 
 from context_engine.embedding import SegmentEmbedding
 from context_engine.retrieve import Candidate, ContextQuery, fetch_active
+from context_engine.speakers import KnownSpeakers, without_names
+from her_os_shared.logging import get_logger
+
+log = get_logger(__name__)
 
 # Extra hits asked of the index for those PostgreSQL no longer has as active.
 SLACK = 10
@@ -23,8 +30,15 @@ class VectorLeg:
     name = "vector"
     creature = "shark"
 
-    def __init__(self, embedding: SegmentEmbedding, *, cache_size: int = QUERY_CACHE) -> None:
+    def __init__(
+        self,
+        embedding: SegmentEmbedding,
+        *,
+        cache_size: int = QUERY_CACHE,
+        speakers: KnownSpeakers | None = None,
+    ) -> None:
         self.embedding = embedding
+        self.speakers = speakers
         self.cache_size = cache_size
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
 
@@ -40,11 +54,22 @@ class VectorLeg:
             self._vectors.popitem(last=False)
         return vector
 
+    async def query_text(self, query: str) -> str:
+        """What is embedded for `query`: without the speakers' names (when configured)."""
+        if self.speakers is None:
+            return query
+        try:
+            names = await self.speakers.names()
+        except Exception as exc:  # the names only sharpen the query; search without them
+            log.warning("vector_leg.speakers_failed", error=repr(exc)[:300])
+            return query
+        return without_names(query, names)
+
     async def search(self, q: ContextQuery, k: int) -> list[Candidate]:
         if not self.embedding.opened:
             raise RuntimeError("the vector index is not open yet")
         since = None if q.hours_back is None else q.as_of - timedelta(hours=q.hours_back)
-        vector = await self.query_vector(q.query)
+        vector = await self.query_vector(await self.query_text(q.query))
         hits = await self.embedding.store.search(
             self.embedding.space,
             vector,
