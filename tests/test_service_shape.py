@@ -85,6 +85,9 @@ BUILT_ENDPOINTS: dict[str, dict[str, set[str]]] = {
         "/v1/chat": {"post"},
         "/v1/chat/sessions": {"get"},
         "/api/status": {"get"},
+        "/start": {"post"},
+        "/sessions/{session_id}/api/offer": {"post", "patch"},
+        "/api/offer": {"post"},
     },
 }
 

@@ -1,6 +1,6 @@
-"""The Annie voice app: the text chat (`/v1/chat`, SSE) answered from memory and an LLM.
-Routes are thin; the logic lives in the modules beside this one. The voice pipeline
-(Pipecat over WebRTC) arrives in a later step."""
+"""The Annie voice app: the text chat (`/v1/chat`, SSE) answered from memory and an LLM, and
+the voice companion (Pipecat over SmallWebRTC: `/`, `/start`, `/sessions/{id}/api/offer`,
+`/api/offer`). Routes are thin; the logic lives in the modules beside this one."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from annie_voice import __version__
 from annie_voice.config import Settings
 from annie_voice.llm import ChatBackend, Tool
-from annie_voice.routes import api_router
+from annie_voice.routes import api_router, page_router, voice_router
 from annie_voice.runtime import Runtime
 from her_os_shared.service import create_service_app
 
@@ -50,4 +50,6 @@ def create_app(
         lifespan=lifespan,
     )
     app.include_router(api_router(settings.internal_token))
+    app.include_router(voice_router(settings.internal_token))
+    app.include_router(page_router())
     return app

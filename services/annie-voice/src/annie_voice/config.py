@@ -12,6 +12,11 @@ from pydantic_settings import SettingsConfigDict
 from her_os_shared.settings import ServiceSettings
 
 LlmBackendChoice = Literal["auto", "none", "openai", "claude"]
+# Speech to text: faster-whisper on the bundled Whisper base model (embedded, CPU) or Whisper
+# on the GPU (production: a local CTranslate2 model folder, e.g. large-v3).
+SttBackendChoice = Literal["faster-whisper", "whisper-gpu"]
+# Text to speech: hibari-tts (embedded, bundled ONNX voice) or Kokoro (production, kokoro-onnx).
+TtsBackendChoice = Literal["hibari", "kokoro"]
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are Annie, the warm and concise companion of her-os, a personal memory platform. "
@@ -103,6 +108,34 @@ class Settings(ServiceSettings):
     events_flush_s: float = Field(default=2.0, gt=0, le=600)
     events_batch_max: int = Field(default=500, ge=1, le=1000)
 
+    # --- the voice pipeline (Pipecat over SmallWebRTC; voice/) ---
+    stt_backend: SttBackendChoice = "faster-whisper"
+    # whisper-gpu: a local CTranslate2 Whisper model folder (nothing is fetched from a hub).
+    whisper_model_dir: Path | None = None
+    whisper_device: str = "cuda"
+    whisper_compute_type: str = "float16"
+    # Spoken language for Whisper (None: detect).
+    stt_language: str | None = "en"
+    stt_threads: int = Field(default=2, ge=1, le=64)
+    stt_beam_size: int = Field(default=5, ge=1, le=20)
+    # Where the bundled Whisper base model is assembled on first use (sha256-checked).
+    models_dir: Path = Path("data/annie/models")
+    tts_backend: TtsBackendChoice = "hibari"
+    # hibari voice (the bundled one: heart).
+    hibari_voice: str = "heart"
+    tts_speed: float = Field(default=1.0, ge=0.5, le=2.0)
+    # kokoro: local kokoro-onnx model and voices files.
+    kokoro_model_path: Path | None = None
+    kokoro_voices_path: Path | None = None
+    kokoro_voice: str = "af_heart"
+    # A user turn ends this long after the VAD hears silence (with a transcript).
+    user_speech_timeout_s: float = Field(default=0.6, ge=0.1, le=10)
+    vad_stop_s: float = Field(default=0.3, ge=0.05, le=5)
+    # Voice sessions held at once (each holds a peer connection and a pipeline).
+    max_voice_sessions: int = Field(default=4, ge=1, le=1000)
+    # STUN/TURN URLs for the peer connection (none: host candidates only, a LAN).
+    ice_servers: list[str] = Field(default_factory=list)
+
     @field_validator("timezone")
     @classmethod
     def _known_zone(cls, value: str) -> str:
@@ -129,6 +162,18 @@ class Settings(ServiceSettings):
         if backend == "claude" and self.claude_api_key is None:
             raise ValueError(
                 f"{self.env_name('llm_backend')}=claude needs {self.env_name('claude_api_key')}"
+            )
+        if self.stt_backend == "whisper-gpu" and self.whisper_model_dir is None:
+            raise ValueError(
+                f"{self.env_name('stt_backend')}=whisper-gpu needs "
+                f"{self.env_name('whisper_model_dir')} (a local CTranslate2 Whisper model folder)"
+            )
+        if self.tts_backend == "kokoro" and (
+            self.kokoro_model_path is None or self.kokoro_voices_path is None
+        ):
+            raise ValueError(
+                f"{self.env_name('tts_backend')}=kokoro needs {self.env_name('kokoro_model_path')} "
+                f"and {self.env_name('kokoro_voices_path')} (local kokoro-onnx files)"
             )
         return self
 

@@ -6,12 +6,16 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Body, Depends, HTTPException, Request
+from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from annie_voice.chat import ChatEvent, ChatService, ChatSession
 from annie_voice.runtime import Runtime
+from annie_voice.voice.errors import VoiceBackendError
+from annie_voice.voice.page import page_html
+from annie_voice.voice.sessions import VoiceSessionError, VoiceSessions
 from her_os_shared.auth import require_token
 from her_os_shared.ids import SafeId
 
@@ -75,5 +79,71 @@ def api_router(token: SecretStr | None) -> APIRouter:
     @router.get("/api/status", tags=["status"], summary="Backend, engine reachability, sessions")
     async def status(runtime: RuntimeDep) -> dict[str, Any]:
         return await runtime.status()
+
+    return router
+
+
+# --- the voice client and WebRTC signalling ---
+
+
+def get_voice(request: Request) -> VoiceSessions:
+    return request.app.state.runtime.voice
+
+
+VoiceDep = Annotated[VoiceSessions, Depends(get_voice)]
+JsonBody = Annotated[dict[str, Any], Body()]
+
+
+def _voice_error(exc: VoiceSessionError | VoiceBackendError) -> HTTPException:
+    if isinstance(exc, VoiceBackendError):
+        return HTTPException(status_code=503, detail=str(exc))
+    return HTTPException(status_code=exc.status, detail=exc.detail)
+
+
+def page_router() -> APIRouter:
+    """`GET /`: the voice client page. It holds no secret, so it is served without a token;
+    the page takes the token from `?token=` once (then keeps it in localStorage and drops it
+    from the address bar) and sends it as X-Internal-Token to `/start` and the offers."""
+    router = APIRouter()
+
+    @router.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page() -> HTMLResponse:
+        return HTMLResponse(page_html(), headers={"Cache-Control": "no-store"})
+
+    return router
+
+
+def voice_router(token: SecretStr | None) -> APIRouter:
+    router = APIRouter(dependencies=[Depends(require_token(token))], tags=["voice"])
+
+    @router.post("/start", summary="Reserve a voice session (its id and backends)")
+    async def start(voice: VoiceDep) -> dict[str, Any]:
+        try:
+            session = voice.start()
+        except (VoiceSessionError, VoiceBackendError) as exc:
+            raise _voice_error(exc) from None
+        return session.info()
+
+    @router.post("/sessions/{session_id}/api/offer", summary="SDP offer → answer")
+    async def offer(session_id: SafeId, body: JsonBody, voice: VoiceDep) -> dict[str, Any]:
+        try:
+            return await voice.offer(session_id, body)
+        except (VoiceSessionError, VoiceBackendError) as exc:
+            raise _voice_error(exc) from None
+
+    @router.patch("/sessions/{session_id}/api/offer", summary="Trickle ICE candidates")
+    async def candidates(session_id: SafeId, body: JsonBody, voice: VoiceDep) -> dict[str, str]:
+        try:
+            await voice.patch(session_id, body)
+        except (VoiceSessionError, VoiceBackendError) as exc:
+            raise _voice_error(exc) from None
+        return {"status": "ok"}
+
+    @router.post("/api/offer", summary="SDP offer without /start (compatibility)")
+    async def offer_compat(body: JsonBody, voice: VoiceDep) -> dict[str, Any]:
+        try:
+            return await voice.offer(None, body)
+        except (VoiceSessionError, VoiceBackendError) as exc:
+            raise _voice_error(exc) from None
 
     return router

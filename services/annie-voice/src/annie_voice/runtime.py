@@ -13,6 +13,7 @@ from annie_voice.engine import EngineClient
 from annie_voice.llm import ChatBackend, Tool, create_backend
 from annie_voice.observe import Observer
 from annie_voice.tools import ToolConfig, make_tools
+from annie_voice.voice.sessions import VoiceSessions
 
 
 class Runtime:
@@ -41,11 +42,14 @@ class Runtime:
         if tools is None:  # the tools the settings enable
             tools = make_tools(tool_config(settings))
         self.chat = ChatService(settings, self.backend, self.engine, self.observer, tools)
+        # Voice sessions (Pipecat over SmallWebRTC); models load on the first session.
+        self.voice = VoiceSessions(settings, self.chat)
 
     async def start(self) -> None:
         self.observer.start()
 
     async def stop(self) -> None:
+        await self.voice.close()  # peer connections and pipelines first
         await self.observer.stop()
         await self.backend.aclose()
         await self.engine.aclose()
@@ -60,6 +64,7 @@ class Runtime:
                 "reachable": await self.engine.reachable(),
             },
             "sessions": len(self.chat.sessions),
+            "voice": {**self.voice.backends(), "sessions": len(self.voice.sessions)},
             "sessions_evicted": self.chat.sessions.evicted,
             "events": self.observer.stats.as_dict(),
         }

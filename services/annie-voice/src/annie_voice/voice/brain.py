@@ -1,0 +1,115 @@
+"""Annie's turn in the voice pipeline: the same ChatService as the text chat, so the memory
+briefing, the tools, the offline memory responder and the tool-call text filter behave the
+same in voice and text.
+
+On each user turn (an `LLMContextFrame` from the user aggregator) the processor takes the
+latest user message, runs one chat turn in the voice session's chat session, and pushes the
+answer as `LLMTextFrame`s between `LLMFullResponseStartFrame` and `LLMFullResponseEndFrame` (TTS
+speaks them). It also sends the client page, over the data channel: the user's transcript,
+Annie's words as they come, the tables and charts of render_table / render_chart, and errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipecat.frames.frames import (
+    Frame,
+    LLMContextFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    OutputTransportMessageUrgentFrame,
+)
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+
+from annie_voice.chat import ChatService
+from her_os_shared.logging import get_logger
+
+log = get_logger(__name__)
+
+RENDER_KINDS = ("table", "chart")
+
+
+def last_user_text(messages: list[Any]) -> str | None:
+    """The text of the last user message of a Pipecat context (string or content parts)."""
+    for message in reversed(messages):
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content.strip() or None
+        if isinstance(content, list):
+            parts = [
+                p.get("text", "")
+                for p in content
+                if isinstance(p, dict) and p.get("type") == "text"
+            ]
+            return " ".join(t.strip() for t in parts if t.strip()) or None
+        return None
+    return None
+
+
+class AnnieLLMProcessor(FrameProcessor):
+    def __init__(self, chat: ChatService, session_id: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.chat = chat
+        self.session_id = session_id
+
+    async def send_client(self, message: dict[str, Any]) -> None:
+        """A JSON message to the client page over the data channel."""
+        await self.push_frame(OutputTransportMessageUrgentFrame(message=message))
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, LLMContextFrame):
+            text = last_user_text(list(frame.context.get_messages()))
+            if text:
+                await self.respond(text)
+            return
+        await self.push_frame(frame, direction)
+
+    async def respond(self, text: str) -> None:
+        session, new = await self.chat.open_session(self.session_id)
+        if session.lock.locked():
+            log.info("voice.turn_busy", session_id=self.session_id)
+            return
+        await self.send_client({"type": "transcript", "role": "user", "text": text, "final": True})
+        await self.push_frame(LLMFullResponseStartFrame())
+        try:
+            async for event in self.chat.turn(session, text, new=new):
+                data = event.data
+                if event.event == "token":
+                    await self.push_frame(LLMTextFrame(data["text"]))
+                    await self.send_client(
+                        {
+                            "type": "transcript",
+                            "role": "assistant",
+                            "text": data["text"],
+                            "final": False,
+                        }
+                    )
+                elif event.event == "tool_use":
+                    shown = data.get("data")
+                    if isinstance(shown, dict) and shown.get("kind") in RENDER_KINDS:
+                        await self.send_client({"type": "render", "payload": shown})
+                    await self.send_client(
+                        {"type": "tool", "name": data.get("name"), "ok": data.get("ok")}
+                    )
+                elif event.event == "done":
+                    await self.send_client(
+                        {
+                            "type": "transcript",
+                            "role": "assistant",
+                            "text": data["text"],
+                            "final": True,
+                        }
+                    )
+                elif event.event == "error":
+                    await self.send_client({"type": "error", "message": data.get("message", "")})
+                    # Say it too: a voice user sees no error box.
+                    await self.push_frame(LLMTextFrame("Sorry, I could not answer that just now."))
+                elif event.event == "session":
+                    await self.send_client({"type": "session", **data})
+        finally:
+            await self.push_frame(LLMFullResponseEndFrame())

@@ -1,0 +1,117 @@
+"""The voice pipeline, assembled in one function from the settings:
+
+    transport in → STT → observer → user aggregator (Silero VAD, user turns) → Annie (LLM:
+    ChatService) → tool-call text filter → TTS → transport out → assistant aggregator
+
+Pipecat 1.14 puts the VAD in the user aggregator (`LLMUserAggregatorParams(vad_analyzer=…)`);
+it broadcasts the VAD frames both ways, so the segmented STT before it cuts its segments on
+them. The user turn ends a fixed
+`user_speech_timeout_s` after the VAD hears silence, once a transcript arrived (no smart-turn
+model: it waits seconds on synthetic voices).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipecat.audio.vad.silero import SileroVADAnalyzer
+from pipecat.audio.vad.vad_analyzer import VADParams
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import (
+    LLMContextAggregatorPair,
+    LLMUserAggregatorParams,
+)
+from pipecat.processors.frame_processor import FrameProcessor
+from pipecat.transports.base_transport import BaseTransport
+from pipecat.turns.user_start import VADUserTurnStartStrategy
+from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
+from pipecat.turns.user_turn_strategies import UserTurnStrategies
+
+from annie_voice.chat import ChatService
+from annie_voice.config import Settings
+from annie_voice.voice.brain import AnnieLLMProcessor
+from annie_voice.voice.filters import ToolCallTextFilterProcessor, VoiceObserverProcessor
+from annie_voice.voice.stt import STT_SAMPLE_RATE, WhisperLoader, WhisperSTTService
+from annie_voice.voice.tts import TTS_SAMPLE_RATE, SpeechSynth, SynthTTSService
+
+
+@dataclass
+class VoiceModels:
+    """The STT and TTS models of this process (loaded once, on first use; shared by sessions)."""
+
+    stt: WhisperLoader
+    tts: SpeechSynth
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> VoiceModels:
+        return cls(stt=WhisperLoader(settings), tts=SpeechSynth(settings))
+
+    def check(self) -> None:
+        """Raise VoiceBackendError (naming the setting) when a configured backend cannot run."""
+        self.stt.check()
+        self.tts.check()
+
+    def describe(self) -> dict[str, str]:
+        return {"stt": self.stt.backend, "tts": self.tts.backend}
+
+
+def build_processors(
+    settings: Settings,
+    models: VoiceModels,
+    chat: ChatService,
+    session_id: str,
+    transport: BaseTransport | None = None,
+) -> list[FrameProcessor]:
+    """The voice pipeline's processors in order (without a transport: the middle part, for
+    tests). Raises VoiceBackendError when a configured backend cannot run here."""
+    models.check()
+    context = LLMContext()
+    aggregators = LLMContextAggregatorPair(
+        context,
+        user_params=LLMUserAggregatorParams(
+            vad_analyzer=SileroVADAnalyzer(
+                sample_rate=STT_SAMPLE_RATE, params=VADParams(stop_secs=settings.vad_stop_s)
+            ),
+            user_turn_strategies=UserTurnStrategies(
+                start=[VADUserTurnStartStrategy()],
+                stop=[
+                    SpeechTimeoutUserTurnStopStrategy(
+                        user_speech_timeout=settings.user_speech_timeout_s
+                    )
+                ],
+            ),
+        ),
+    )
+    tools = sorted(chat.tools) if chat.backend.supports_tools else []
+    middle: list[FrameProcessor] = [
+        WhisperSTTService(models.stt),
+        VoiceObserverProcessor(chat.observer, session_id),
+        aggregators.user(),
+        AnnieLLMProcessor(chat, session_id),
+        ToolCallTextFilterProcessor(tools),
+        SynthTTSService(models.tts),
+    ]
+    if transport is None:
+        return [*middle, aggregators.assistant()]
+    return [transport.input(), *middle, transport.output(), aggregators.assistant()]
+
+
+def build_worker(
+    settings: Settings,
+    models: VoiceModels,
+    chat: ChatService,
+    session_id: str,
+    transport: BaseTransport,
+) -> PipelineWorker:
+    pipeline = Pipeline(build_processors(settings, models, chat, session_id, transport))
+    return PipelineWorker(
+        pipeline,
+        params=PipelineParams(
+            audio_in_sample_rate=STT_SAMPLE_RATE,
+            audio_out_sample_rate=TTS_SAMPLE_RATE,
+            enable_metrics=True,
+        ),
+        enable_rtvi=False,
+    )
