@@ -71,24 +71,44 @@ def test_compose_set_settings_are_marked_not_settable(ref: ModuleType) -> None:
     assert not re.search(r"^[A-Z]", section, re.M)
 
 
-def test_a_stale_reference_is_caught(ref: ModuleType, tmp_path: Path, monkeypatch) -> None:
-    doc = tmp_path / "deploy.md"
-    lines = (REPO / "docs" / "deploy.md").read_text(encoding="utf-8").splitlines(keepends=True)
+@pytest.fixture
+def copies(ref: ModuleType, tmp_path: Path, monkeypatch) -> tuple[Path, Path]:
+    """The generator pointed at copies of docs/deploy.md and .env.example, up to date: a test
+    may rewrite them, never the repository's."""
+    doc, env = tmp_path / "deploy.md", tmp_path / "env.example"
+    doc.write_text((REPO / "docs" / "deploy.md").read_text(encoding="utf-8"), encoding="utf-8")
+    env.write_text((REPO / ".env.example").read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(ref, "DEPLOY_DOC", doc)
+    monkeypatch.setattr(ref, "ENV_EXAMPLE", env)
+    assert ref.main([]) == 0
+    return doc, env
+
+
+def test_a_stale_reference_is_caught(ref: ModuleType, copies: tuple[Path, Path]) -> None:
+    doc, env = copies
+    fresh = doc.read_text(encoding="utf-8")
+    assert ref.main(["--check"]) == 0
     doc.write_text(
-        "".join(line for line in lines if not line.startswith("| `CONTEXT_ENGINE_RRF_K`")),
+        "".join(
+            line
+            for line in fresh.splitlines(keepends=True)
+            if not line.startswith("| `CONTEXT_ENGINE_RRF_K`")
+        ),
         encoding="utf-8",
     )
-    monkeypatch.setattr(ref, "DEPLOY_DOC", doc)
     assert ref.main(["--check"]) == 1
     assert ref.main([]) == 0  # rewrites it
-    assert "| `CONTEXT_ENGINE_RRF_K` |" in doc.read_text(encoding="utf-8")
-    assert ref.main(["--check"]) == 0
+    assert doc.read_text(encoding="utf-8") == fresh
+    env.write_text(
+        env.read_text(encoding="utf-8").replace("# CONTEXT_ENGINE_RRF_K=10\n", ""),
+        encoding="utf-8",
+    )
+    assert ref.main(["--check"]) == 1
 
 
-def test_missing_markers_are_an_error(ref: ModuleType, tmp_path: Path, monkeypatch) -> None:
-    doc = tmp_path / "deploy.md"
+def test_missing_markers_are_an_error(ref: ModuleType, copies: tuple[Path, Path]) -> None:
+    doc, _ = copies
     doc.write_text("# no markers\n", encoding="utf-8")
-    monkeypatch.setattr(ref, "DEPLOY_DOC", doc)
     with pytest.raises(SystemExit, match="markers"):
         ref.main(["--check"])
 
