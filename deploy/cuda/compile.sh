@@ -22,6 +22,12 @@ compile() {  # service package-name
   if [ -f "deploy/cuda/$service.overrides.txt" ]; then
     overrides=(--override "deploy/cuda/$service.overrides.txt")
   fi
+  # The whole image must hold together: every locked package as a requirement, with the
+  # GPU packages, resolves (only the MOVABLE ones may take other versions).
+  cat "$work/$service.constraints" "deploy/cuda/$service.in" >"$work/$service.all.in"
+  "${UV[@]}" pip compile --no-config "$work/$service.all.in" "${overrides[@]}" \
+    --python-version 3.11 --python-platform x86_64-manylinux_2_28 --quiet \
+    --output-file "$work/$service.all.txt"
   for arch in amd64 arm64; do
     local platform=x86_64-manylinux_2_28
     [ "$arch" = arm64 ] && platform=aarch64-manylinux_2_28
