@@ -443,7 +443,11 @@ def test_backup_restore_and_rebuild_round_trip(tmp_path, started):
     fk_password = (secrets / "falkordb_password").read_text().strip()
     _conversation_becomes_memory(data_dir, ports, token, fk_password)
 
-    refused = _cli("backup", "--data-dir", str(data_dir))
+    live_archive = tmp_path / "live.tar.gz"
+    made = _cli("backup", "--data-dir", str(data_dir), "--output", str(live_archive))
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert "taken live" in made.stdout
+    refused = _cli("restore", str(live_archive), "--data-dir", str(data_dir))
     assert refused.returncode == 1 and "her-os down" in refused.stderr
     assert _cli("down", "--data-dir", str(data_dir)).returncode == 0
     assert first.wait_exit(timeout=60) == 0, first.text()
@@ -477,3 +481,17 @@ def test_backup_restore_and_rebuild_round_trip(tmp_path, started):
     _memory_is_there(ports, token, fk_password)
     assert _cli("down", "--data-dir", str(moved_dir)).returncode == 0
     assert third.wait_exit(timeout=60) == 0, third.text()
+
+    # The live backup: PostgreSQL and FalkorDB as they were, the vectors embedded again.
+    live_dir = tmp_path / "live"
+    restored = _cli("restore", str(live_archive), "--data-dir", str(live_dir))
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert not (live_dir / "vectors").exists()
+    fourth = started(live_dir, ports)
+    fourth.wait_healthy()
+    assert "cluster created" not in fourth.text()
+    stats = httpx.get(base + "/stats", headers=headers, timeout=10).json()
+    assert stats["segments"]["active"] == 2 and stats["entities"] >= 2, stats
+    _memory_is_there(ports, token, fk_password)
+    assert _cli("down", "--data-dir", str(live_dir)).returncode == 0
+    assert fourth.wait_exit(timeout=60) == 0, fourth.text()

@@ -1,10 +1,18 @@
 """Backup, restore and rebuild of an embedded platform's data directory (`her-os backup`,
 `her-os restore`, `her-os rebuild`).
 
-A backup is a cold snapshot: it runs while the platform is stopped (it holds the supervisor's
-lock meanwhile, so `her-os up` cannot start under it), which makes the copy of PostgreSQL's
-and FalkorDB's files exactly consistent without any server running. One `.tar.gz` (mode 0600:
-it holds every memory and the generated secrets) whose first member is a manifest.
+A backup is one `.tar.gz` (mode 0600: it holds every memory and the generated secrets) whose
+first member is a manifest, and whose directories are those of a data directory, so a restore
+is the same whichever way it was taken:
+
+- platform stopped: a cold copy of the files (the supervisor's lock is held meanwhile, so
+  `her-os up` cannot start under it), exactly consistent, the vector index included;
+- platform running: PostgreSQL through `pg_basebackup` (a consistent physical copy with the
+  WAL it needs, checked by `pg_verifybackup`), FalkorDB's append-only files right after a
+  `BGREWRITEAOF` (redis loads a tail cut mid-write up to its last whole command), then the
+  JSONL files (taken last: newer lines than PostgreSQL holds are simply ingested after a
+  restore). The vector index is left out: it cannot be copied consistently while the engine
+  writes it, and after a restore the engine sees it missing and embeds again from PostgreSQL.
 
 Restore and rebuild never delete: what they replace is moved aside into
 `<data>/pre-restore-<time>/` or `<data>/pre-rebuild-<time>/`.
@@ -20,15 +28,21 @@ import io
 import json
 import os
 import shutil
+import subprocess
 import tarfile
+import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
+import redis
+
+from her_os import credentials, falkordb, postgres
 from her_os.paths import DataLayout
-from her_os.state import SupervisorLock, live_state
+from her_os.state import RunState, SupervisorLock, live_state
 
 FORMAT = "her-os embedded backup 1"
 MANIFEST = "her-os-backup.json"
@@ -59,6 +73,7 @@ class BackupError(RuntimeError):
 class Result:
     path: Path  # the archive written, or the folder things were moved aside into
     components: dict[str, dict[str, int]]  # name -> {"files", "bytes"}
+    live: bool = False  # a backup taken while the platform ran (no vector index)
 
 
 def _stamp() -> str:
@@ -109,42 +124,137 @@ def _skip_runtime_files(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
     return info
 
 
-def backup(layout: DataLayout, output: Path | None = None) -> Result:
-    """Write a cold snapshot of the data directory to `output` (default:
-    `<data>/backups/her-os-<time>.tar.gz`)."""
+def backup(layout: DataLayout, output: Path | None = None, postgres_user: str = "heros") -> Result:
+    """Write a snapshot of the data directory to `output` (default:
+    `<data>/backups/her-os-<time>.tar.gz`): cold when the platform is stopped, live when it
+    runs (see the module's docstring)."""
     if not layout.root.is_dir():
         raise BackupError(f"no data directory at {layout.root}")
+    target = output or layout.root / "backups" / f"her-os-{_stamp()}.tar.gz"
+    state = live_state(layout.state_file)
+    if state is not None:
+        return _backup_live(layout, state, target, postgres_user)
     with _stopped(layout, "run `her-os backup` again"):
         present = [name for name, _ in COMPONENTS if (layout.root / name).is_dir()]
         has_transcripts = layout.transcripts.is_dir() and any(layout.transcripts.iterdir())
         if "postgres" not in present and not has_transcripts:
             raise BackupError(f"{layout.root} holds no her-os data (no postgres/, no transcripts/)")
-        sizes = {name: _tree_size(layout.root / name) for name in present}
-        pg_version = layout.postgres / "PG_VERSION"
-        manifest = {
-            "format": FORMAT,
-            "created": datetime.now(UTC).isoformat(timespec="seconds"),
-            "data_dir": str(layout.root),
-            "postgres_version": pg_version.read_text().strip() if pg_version.exists() else None,
-            "components": sizes,
-        }
-        target = output or layout.root / "backups" / f"her-os-{_stamp()}.tar.gz"
-        body = json.dumps(manifest, indent=2).encode()
-        try:
-            with _private_file(target) as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
-                info = tarfile.TarInfo(MANIFEST)
-                info.size = len(body)
-                info.mtime = int(datetime.now(UTC).timestamp())
-                info.mode = 0o600
-                tar.addfile(info, io.BytesIO(body))
-                for name in present:
-                    tar.add(layout.root / name, arcname=name, filter=_skip_runtime_files)
-        except FileExistsError:
-            raise BackupError(f"{target} exists already; name another file") from None
-        except BaseException:
-            target.unlink(missing_ok=True)
-            raise
-        return Result(target, sizes)
+        return _write_archive(layout.root, present, target, live=False)
+
+
+def _write_archive(source: Path, names: list[str], target: Path, *, live: bool) -> Result:
+    """The archive of `names` (directories under `source`), manifest first."""
+    sizes = {name: _tree_size(source / name) for name in names}
+    pg_version = source / "postgres" / "PG_VERSION"
+    manifest = {
+        "format": FORMAT,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "live": live,
+        "postgres_version": pg_version.read_text().strip() if pg_version.exists() else None,
+        "components": sizes,
+    }
+    body = json.dumps(manifest, indent=2).encode()
+    try:
+        with _private_file(target) as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
+            info = tarfile.TarInfo(MANIFEST)
+            info.size = len(body)
+            info.mtime = int(datetime.now(UTC).timestamp())
+            info.mode = 0o600
+            tar.addfile(info, io.BytesIO(body))
+            for name in names:
+                tar.add(source / name, arcname=name, filter=_skip_runtime_files)
+    except FileExistsError:
+        raise BackupError(f"{target} exists already; name another file") from None
+    except BaseException:
+        target.unlink(missing_ok=True)
+        raise
+    return Result(target, sizes, live)
+
+
+def _backup_live(layout: DataLayout, state: RunState, target: Path, postgres_user: str) -> Result:
+    creds = credentials.load(layout.secrets)
+    pg, graph = state.components.get(postgres.NAME), state.components.get(falkordb.NAME)
+    if creds is None or pg is None or graph is None or state.phase != "running":
+        raise BackupError(
+            f"her-os is {state.phase} on {layout.root}: wait until it runs, or stop it with "
+            "`her-os down` for a cold backup"
+        )
+    if target.exists():
+        raise BackupError(f"{target} exists already; name another file")
+    staging = Path(tempfile.mkdtemp(prefix=".backup-", dir=layout.root))
+    try:
+        _pg_basebackup(state.connect_host, pg.port, postgres_user, creds, staging / "postgres")
+        _falkordb_copy(state.connect_host, graph.port, creds, layout.falkordb, staging / "falkordb")
+        names = ["postgres", "falkordb"]
+        for name in ("secrets", "transcripts", "events", "enrollment"):
+            if (layout.root / name).is_dir():
+                shutil.copytree(layout.root / name, staging / name)
+                names.append(name)
+        ordered = [name for name, _ in COMPONENTS if name in names]
+        return _write_archive(staging, ordered, target, live=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _run(argv: list[str], env: dict[str, str], what: str) -> None:
+    try:
+        done = subprocess.run(  # noqa: S603 - argv is built here
+            argv, capture_output=True, text=True, env=env, timeout=3600, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise BackupError(f"{what} did not finish within an hour") from None
+    if done.returncode != 0:
+        raise BackupError(f"{what} failed: {done.stderr.strip()[-2000:]}")
+
+
+def _pg_basebackup(
+    host: str, port: int, user: str, creds: credentials.Credentials, dest: Path
+) -> None:
+    """A consistent physical copy of the running cluster, with the WAL that makes it so."""
+    env = postgres.client_env(creds.postgres_password)
+    _run(
+        [str(postgres.binary("pg_basebackup")), "-h", host, "-p", str(port), "-U", user,
+         "-D", str(dest), "-F", "plain", "-X", "stream", "-c", "fast", "--no-password"],
+        env, "pg_basebackup",
+    )  # fmt: skip
+    _run([str(postgres.binary("pg_verifybackup")), str(dest)], env, "pg_verifybackup")
+
+
+def _aof_manifest(directory: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(directory.glob("appendonlydir/*.manifest")))
+
+
+def _falkordb_copy(
+    host: str, port: int, creds: credentials.Credentials, source: Path, dest: Path
+) -> None:
+    """FalkorDB's files right after a rewrite of its append-only file: a fresh base snapshot
+    and a short tail. Copied again if another rewrite replaced the files meanwhile."""
+    conn = falkordb.client(host, port, creds.falkordb_password)
+    try:
+        before = int(conn.info("persistence").get("aof_rewrites", 0))
+        conn.execute_command("BGREWRITEAOF")
+        deadline = time.monotonic() + 600
+        while True:
+            info = conn.info("persistence")
+            done = int(info.get("aof_rewrites", 0)) > before
+            if done and not info["aof_rewrite_in_progress"] and not info["aof_rewrite_scheduled"]:
+                break
+            if time.monotonic() > deadline:
+                raise BackupError("FalkorDB did not finish rewriting its append-only file")
+            time.sleep(0.05)
+        if info.get("aof_last_bgrewrite_status") != "ok":
+            raise BackupError("FalkorDB could not rewrite its append-only file (see its log)")
+    except redis.RedisError as exc:
+        raise BackupError(f"FalkorDB did not answer: {exc}") from None
+    finally:
+        conn.close()
+    for _ in range(3):
+        manifest = _aof_manifest(source)
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(source, dest)
+        if manifest and _aof_manifest(source) == manifest == _aof_manifest(dest):
+            return
+    raise BackupError(f"FalkorDB's files in {source} kept changing; try again")
 
 
 def read_manifest(archive: Path) -> dict:
@@ -193,7 +303,10 @@ def restore(layout: DataLayout, archive: Path) -> Result:
     layout.root.mkdir(parents=True, exist_ok=True)
     with _stopped(layout, "run `her-os restore` again"):
         names = list(manifest["components"])
-        aside = _move_aside(layout, [*names, *DERIVED_ON_RESTORE], "pre-restore")
+        # Every store, not only those in the archive: a live backup has no vector index,
+        # and the current one must not sit beside a restored database.
+        everything = [name for name, _ in COMPONENTS] + list(DERIVED_ON_RESTORE)
+        aside = _move_aside(layout, everything, "pre-restore")
         with tarfile.open(archive, mode="r:gz") as tar:
             members = [m for m in tar.getmembers() if m.name != MANIFEST]
             # "tar": keeps owners and modes (PGDATA must stay 0700 and its owner's) while

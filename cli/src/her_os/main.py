@@ -218,8 +218,13 @@ def backup(
     ] = None,
 ) -> None:
     """Snapshot PostgreSQL, FalkorDB, the vectors, the JSONL files, the enrollment bank and
-    the secrets into one archive (mode 0600). The platform must be stopped."""
-    result = _data_command(lambda: backups.backup(_layout(data_dir), output), "saved")
+    the secrets into one archive (mode 0600). Running or stopped: a running platform is
+    backed up live, without its vector index (embedded again after a restore)."""
+    settings = _settings(data_dir=data_dir)
+    layout = DataLayout(settings.resolved_data_dir)
+    result = _data_command(lambda: backups.backup(layout, output, settings.postgres_user), "saved")
+    if result.live:
+        ui.note("taken live: the vector index is left out; after a restore it is embedded again")
     ui.ok(f"backup written to {result.path}")
 
 
