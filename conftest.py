@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
-for helpers in ("services/audio-pipeline/tests", "services/context-engine/tests"):
+for helpers in ("services/audio-pipeline/tests", "services/context-engine/tests", "tests"):
     sys.path.insert(0, str(ROOT / helpers))
 
 pytest_plugins = ["pg_harness", "falkordb_harness"]

@@ -29,6 +29,7 @@ from urllib.parse import quote
 import asyncpg
 import httpx
 import pytest
+from chromium import CHROMIUM, LAUNCH_ARGS
 
 from her_os import dashboard
 from her_os_shared.events import ObservabilityEvent
@@ -38,17 +39,6 @@ expect = playwright_api.expect
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts" / "dashboard"
-CHROMIUM = Path("/usr/bin/chromium")
-# The guide's flags (../shared/docs/architecture-guide.md, "Browsers").
-LAUNCH_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 TOKEN = "aquarium-" + "k" * 23
 # Generous: a slow 2-core machine builds, starts and renders; waits end as soon as they can.
 WAIT_MS = 45_000

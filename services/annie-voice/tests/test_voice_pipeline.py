@@ -14,6 +14,8 @@ import soxr
 from annie_doubles import TOKEN, EngineDouble, memory
 from frame_harness import run_until
 from pipecat.frames.frames import (
+    BotStartedSpeakingFrame,
+    BotStoppedSpeakingFrame,
     InputAudioRawFrame,
     LLMContextFrame,
     LLMFullResponseEndFrame,
@@ -24,6 +26,8 @@ from pipecat.frames.frames import (
     TTSAudioRawFrame,
     TTSSpeakFrame,
     TTSStoppedFrame,
+    UserStartedSpeakingFrame,
+    UserStoppedSpeakingFrame,
     VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
 )
@@ -35,7 +39,7 @@ from annie_voice.runtime import Runtime
 from annie_voice.tools import ToolConfig, make_tools
 from annie_voice.voice.brain import AnnieLLMProcessor, last_user_text
 from annie_voice.voice.bundled import HIBARI_HEART
-from annie_voice.voice.filters import ToolCallTextFilterProcessor
+from annie_voice.voice.filters import ToolCallTextFilterProcessor, VoiceObserverProcessor
 from annie_voice.voice.pipeline import VoiceModels
 from annie_voice.voice.stt import STT_SAMPLE_RATE, WhisperSTTService
 from annie_voice.voice.tts import TTS_SAMPLE_RATE, SynthTTSService
@@ -130,6 +134,56 @@ async def test_offline_responder_answers_a_voice_turn_from_memory() -> None:
     final = [m for m in sent if m.get("role") == "assistant" and m.get("final")]
     assert final and final[0]["text"] == spoken
     assert runtime.chat.sessions.get("voice-1") is not None  # the voice session's chat session
+    # Briefed once, at connect (pipeline start), before the first turn.
+    briefings = [m for m in sent if m["type"] == "briefing"]
+    assert len(briefings) == 1 and briefings[0]["status"] == "ok"
+    assert briefings[0]["session_id"] == "voice-1" and briefings[0]["items"] >= 1
+    assert sent.index(briefings[0]) < next(i for i, m in enumerate(sent) if m.get("role"))
+
+
+async def test_the_briefing_starts_at_connect_before_anyone_speaks() -> None:
+    engine = EngineDouble(memories=[memory("Priya is moving to Koramangala", tier="L1")])
+    runtime = Runtime(
+        Settings(internal_token=TOKEN, events_enabled=False),
+        engine_transport=engine.transport(),
+    )
+    try:
+        run = await run_until(
+            AnnieLLMProcessor(runtime.chat, "voice-3"),
+            [],
+            until=lambda f: (
+                isinstance(f, OutputTransportMessageUrgentFrame) and f.message["type"] == "briefing"
+            ),
+        )
+    finally:
+        await runtime.stop()
+    (briefing,) = client_messages(run.down)
+    assert briefing["status"] == "ok" and briefing["elapsed_ms"] >= 0
+    session = runtime.chat.sessions.get("voice-3")
+    assert session is not None and session.briefed and session.turns == 0
+
+
+async def test_the_observer_tells_the_page_who_is_speaking() -> None:
+    runtime = Runtime(Settings(internal_token=TOKEN, events_enabled=False))
+    try:
+        run = await run_until(
+            VoiceObserverProcessor(runtime.observer, "voice-4"),
+            [
+                UserStartedSpeakingFrame(),
+                UserStoppedSpeakingFrame(),
+                BotStartedSpeakingFrame(),
+                BotStoppedSpeakingFrame(),
+            ],
+            until=lambda f: isinstance(f, BotStoppedSpeakingFrame),
+        )
+    finally:
+        await runtime.stop()
+    assert [(m["role"], m["speaking"]) for m in client_messages(run.down)] == [
+        ("user", True),
+        ("user", False),
+        ("assistant", True),
+        ("assistant", False),
+    ]
 
 
 class RenderingBackendDouble:

@@ -2,7 +2,10 @@
 briefing, the tools, the offline memory responder and the tool-call text filter behave the
 same in voice and text.
 
-On each user turn (an `LLMContextFrame` from the user aggregator) the processor takes the
+When the pipeline starts (the client connected) it opens the voice session's chat session,
+which briefs it from memory, so the first answer does not wait for the briefing; the page gets
+a `briefing` message with its status and time. On each user turn (an `LLMContextFrame` from
+the user aggregator) the processor takes the
 latest user message, runs one chat turn in the voice session's chat session, and pushes the
 answer as `LLMTextFrame`s between `LLMFullResponseStartFrame` and `LLMFullResponseEndFrame` (TTS
 speaks them). It also sends the client page, over the data channel: the user's transcript,
@@ -11,6 +14,7 @@ Annie's words as they come, the tables and charts of render_table / render_chart
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from pipecat.frames.frames import (
@@ -20,10 +24,11 @@ from pipecat.frames.frames import (
     LLMFullResponseStartFrame,
     LLMTextFrame,
     OutputTransportMessageUrgentFrame,
+    StartFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
-from annie_voice.chat import ChatService
+from annie_voice.chat import ChatService, ChatSession
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
@@ -55,6 +60,8 @@ class AnnieLLMProcessor(FrameProcessor):
         super().__init__(**kwargs)
         self.chat = chat
         self.session_id = session_id
+        # The chat session being opened (and briefed) since the pipeline started.
+        self._opening: asyncio.Task[tuple[ChatSession, bool]] | None = None
 
     async def send_client(self, message: dict[str, Any]) -> None:
         """A JSON message to the client page over the data channel."""
@@ -62,6 +69,8 @@ class AnnieLLMProcessor(FrameProcessor):
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
+        if isinstance(frame, StartFrame) and self._opening is None:
+            self._opening = self.create_task(self._open(), name=f"brief-{self.session_id}")
         if isinstance(frame, LLMContextFrame):
             text = last_user_text(list(frame.context.get_messages()))
             if text:
@@ -69,8 +78,26 @@ class AnnieLLMProcessor(FrameProcessor):
             return
         await self.push_frame(frame, direction)
 
-    async def respond(self, text: str) -> None:
+    async def _open(self) -> tuple[ChatSession, bool]:
         session, new = await self.chat.open_session(self.session_id)
+        if session.briefing is not None:
+            await self.send_client(
+                {"type": "briefing", "session_id": session.id, **session.briefing.info()}
+            )
+        return session, new
+
+    async def cleanup(self) -> None:
+        if self._opening is not None and not self._opening.done():
+            await self.cancel_task(self._opening)
+        await super().cleanup()
+
+    async def respond(self, text: str) -> None:
+        if self._opening is not None:
+            # The first turn: the session opened at connect (its briefing may still run).
+            opening, self._opening = self._opening, None
+            session, new = await opening
+        else:
+            session, new = await self.chat.open_session(self.session_id)
         if session.lock.locked():
             log.info("voice.turn_busy", session_id=self.session_id)
             return

@@ -14,6 +14,7 @@ from pipecat.frames.frames import (
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
     LLMTextFrame,
+    OutputTransportMessageUrgentFrame,
     StartFrame,
     TranscriptionFrame,
     UserStartedSpeakingFrame,
@@ -64,7 +65,8 @@ class ToolCallTextFilterProcessor(FrameProcessor):
 
 class VoiceObserverProcessor(FrameProcessor):
     """Emits the voice session's events (the mermaid creature) through Annie's Observer:
-    start and end of the session, the user's and Annie's speech, transcripts, errors."""
+    start and end of the session, the user's and Annie's speech, transcripts, errors. Who is
+    speaking also goes to the page (`{type: "speaking", role, speaking}`), which shows it."""
 
     def __init__(self, observer: Observer, session_id: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -76,6 +78,10 @@ class VoiceObserverProcessor(FrameProcessor):
             "mermaid", event_type, session_id=self.session_id, data={"voice": True, **data}
         )
 
+    async def _speaking(self, role: str, speaking: bool) -> None:
+        message = {"type": "speaking", "role": role, "speaking": speaking}
+        await self.push_frame(OutputTransportMessageUrgentFrame(message=message))
+
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
         if isinstance(frame, StartFrame):
@@ -84,14 +90,18 @@ class VoiceObserverProcessor(FrameProcessor):
             self._emit("complete", stage="voice_session")
         elif isinstance(frame, UserStartedSpeakingFrame):
             self._emit("metric", stage="user_speaking")
+            await self._speaking("user", True)
         elif isinstance(frame, UserStoppedSpeakingFrame):
             self._emit("metric", stage="user_stopped")
+            await self._speaking("user", False)
         elif isinstance(frame, TranscriptionFrame):
             self._emit("metric", stage="transcript", chars=len(frame.text))
         elif isinstance(frame, BotStartedSpeakingFrame):
             self._emit("metric", stage="annie_speaking")
+            await self._speaking("assistant", True)
         elif isinstance(frame, BotStoppedSpeakingFrame):
             self._emit("metric", stage="annie_stopped")
+            await self._speaking("assistant", False)
         elif isinstance(frame, ErrorFrame):
             self._emit("error", error=str(frame.error)[:300])
         await self.push_frame(frame, direction)
