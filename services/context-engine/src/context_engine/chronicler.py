@@ -37,8 +37,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -344,6 +345,31 @@ class Chronicler:
         if fresh:
             self._notify()
         return fresh
+
+    def forget(self, goes: Callable[[str | None, str], bool]) -> tuple[int, int]:
+        """Take the events `goes(session_id, its JSON)` picks out of the ring and the unwritten
+        backlog (forgetting, forget.py). The ring is rebuilt from what stays; each
+        subscriber's cursor moves to the last kept event it had read, so it neither repeats
+        nor misses one. Returns (taken from the ring, taken from the backlog)."""
+        old = self.ring
+        entries = old.after(0, old.capacity)
+        kept = [e for e in entries if not goes(e.event.session_id, e.data.decode())]
+        if len(kept) < len(old):
+            ring = EventRing(old.capacity)
+            new_seq: dict[int, int] = {}
+            for e in kept:
+                new_seq[e.seq] = ring.append(e.event, e.data)[0].seq
+            for sub in self._subscribers:
+                read = [n for s, n in new_seq.items() if s <= sub.cursor]
+                sub.cursor = max(read, default=0)
+            self.ring = ring
+        before = len(self._pending)
+        self._pending = deque(
+            r
+            for r in self._pending
+            if not goes(r.get("session_id"), json.dumps(r, default=str, ensure_ascii=False))
+        )
+        return len(old) - len(kept), before - len(self._pending)
 
     def _uncover(self, timestamp: datetime) -> None:
         if self.covered_after is None or timestamp > self.covered_after:

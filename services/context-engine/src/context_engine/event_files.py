@@ -99,6 +99,10 @@ class EventFileReader:
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._seen = SeenFiles()
 
+    def path_lock(self, path: Path) -> asyncio.Lock:
+        """The lock a pass over `path` holds (forgetting rewrites the file under it)."""
+        return self._locks[str(Path(path))]
+
     async def load_offsets(self) -> None:
         """Remember the sizes already read, so the first reconcile skips them."""
         async with self.engine.connect() as conn:

@@ -120,6 +120,10 @@ class Ingestor:
         """The file of a session; raises InvalidIdError on path tricks."""
         return stream_path(self.transcripts_dir, session_id)
 
+    def path_lock(self, path: Path) -> asyncio.Lock:
+        """The lock a pass over `path` holds (forgetting rewrites the file under it)."""
+        return self._locks[str(Path(path))]
+
     async def load_offsets(self) -> None:
         """Remember the sizes already ingested, so the first reconcile skips them."""
         async with self.engine.connect() as conn:

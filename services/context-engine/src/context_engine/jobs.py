@@ -39,6 +39,7 @@ from context_engine.consolidate import Consolidator, create_run
 from context_engine.db import libpq_conninfo
 from context_engine.embedding import EMBED_STAGE, EMBED_VERSION, SegmentEmbedding
 from context_engine.extraction import SessionStages, StageOutcome
+from context_engine.forget import Forgetter
 from context_engine.recorder import EventRecorder
 from context_engine.stages import StageKey
 from her_os_shared.logging import get_logger
@@ -109,6 +110,8 @@ class JobQueue:
         self.consolidator = consolidator
         # the events retention; None = not scheduled
         self.chronicler = chronicler
+        # forget requests (forget.py), set by the runtime; None = none queued
+        self.forgetter: Forgetter | None = None
         self.gap = timedelta(seconds=settings.session_gap_s)
         self.retry = Backoff(
             settings.job_max_attempts, settings.job_retry_base_s, settings.job_retry_max_s
@@ -196,6 +199,12 @@ class JobQueue:
         @app.task(name="events_retention", queueing_lock="events_retention")
         async def events_retention(timestamp: int) -> int:
             return await self.purge_events()
+
+        # A forget that a store refused is retried until every store is done (ADR 0013).
+        @app.task(name="forget", retry=self.retry, lock="forget")
+        async def forget(request_id: int) -> str:
+            assert self.forgetter is not None
+            return str((await self.forgetter.run(request_id))["status"])
 
         @app.periodic(cron="*/5 * * * *", periodic_id="rescue_stalled")
         @app.task(name="rescue_stalled_jobs", queueing_lock="rescue_stalled_jobs")
@@ -325,6 +334,9 @@ class JobQueue:
         return await self.defer_stage(
             "embed_session", key, lock=f"embed:{session_id}", session_id=session_id
         )
+
+    async def defer_forget(self, request_id: int) -> int:
+        return int(await self.app.configure_task("forget").defer_async(request_id=request_id))
 
     async def scan_pending(self) -> int:
         """Queue extraction / graph writes a new extractor or graph version has not done yet

@@ -472,3 +472,21 @@ class ObservabilityEventRow(Base):
         Index("ix_events_session_id", "session_id"),
         Index("ix_events_type_timestamp", "event_type", "timestamp"),
     )
+
+
+class ForgetRequest(Base):
+    """A request to forget a session, an entity or a person (forget.py, ADR 0013). `target`
+    names what to remove until every store is done; then it is reduced to a digest, so the
+    request itself keeps nothing of what was forgotten."""
+
+    __tablename__ = "forget_requests"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(Text)  # session | entity | person
+    target: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default="{}")
+    status: Mapped[str] = mapped_column(Text, server_default="pending")  # pending|done|failed
+    # per store: what was removed, or the error of the last attempt
+    report: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default="{}")
+    attempts: Mapped[int] = mapped_column(Integer, server_default="0")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

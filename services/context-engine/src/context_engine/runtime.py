@@ -22,6 +22,7 @@ from context_engine.embed import make_embedder
 from context_engine.embedding import SegmentEmbedding
 from context_engine.event_files import EventFileReader
 from context_engine.extraction import SessionStages, make_extractor
+from context_engine.forget import ForgetParts, Forgetter
 from context_engine.graph_leg import GraphLeg
 from context_engine.ingest import Ingestor
 from context_engine.jobs import JobQueue, run_forever
@@ -119,6 +120,23 @@ class Runtime:
             is_current=self.event_files.is_current,
             name="events",
         )
+        self.forgetter = Forgetter(
+            ForgetParts(
+                engine=self.db.main,
+                events_engine=self.db.events,
+                transcripts_dir=settings.transcripts_dir,
+                events_dir=settings.events_dir,
+                ingestor=self.ingestor,
+                chronicler=self.chronicler,
+                event_files=self.event_files,
+                search_index=self.search_index,
+                embedding=self.embedding,
+                graph=self.graph,
+                recorder=self.recorder,
+                rederive=self._rederive,
+            )
+        )
+        self.jobs.forgetter = self.forgetter
         self.retriever = Retriever(
             self.db.main,
             self._legs(),
@@ -167,6 +185,16 @@ class Runtime:
                     )
                 )
         return legs
+
+    @property
+    def jobs_open(self) -> bool:
+        return self._jobs_open
+
+    async def _rederive(self, session_id: str) -> None:
+        """A session forgetting rewrote: its vectors and graph written again by their jobs."""
+        if self._jobs_open:
+            await self.jobs.defer_embed(session_id)
+            await self.jobs.defer_graph(session_id)
 
     @property
     def ready(self) -> bool:

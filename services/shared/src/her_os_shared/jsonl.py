@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, BinaryIO, Generic, TypeVar
+from typing import IO, Any, BinaryIO, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -136,6 +136,42 @@ def replace_records(
     except FileNotFoundError:
         pass
     return _swap_in(directory, stream_id, lambda out, _: out.write(payload)), True
+
+
+def rewrite_stream(
+    directory: Path, stream_id: str, transform: Callable[[bytes], bytes | None]
+) -> Literal["unchanged", "rewritten", "removed", "missing"]:
+    """Read, transform and write back `{directory}/{stream_id}.jsonl` under the appenders'
+    lock, so no append lands between the read and the write (forgetting, ADR 0013).
+    `transform(old_bytes)` returns the new content; None or b"" removes the file."""
+    target = stream_path(directory, stream_id)
+    lock_path = target.parent / f".{stream_id}.lock"
+    if not target.exists():
+        return "missing"
+    with open(lock_path, "a+b") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            try:
+                old = target.read_bytes()
+            except FileNotFoundError:
+                return "missing"
+            new = transform(old)
+            if new == old:
+                return "unchanged"
+            if not new:
+                os.unlink(target)
+                _fsync_dir(target.parent)
+                return "removed"
+            tmp_path = target.parent / f".{stream_id}{SUFFIX}.tmp"
+            with open(tmp_path, "wb") as out:
+                out.write(new)
+                out.flush()
+                os.fsync(out.fileno())
+            os.rename(tmp_path, target)
+            _fsync_dir(target.parent)
+            return "rewritten"
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ supersession reads a pair's timeline and then writes it, which must not interlea
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -31,7 +31,7 @@ from context_engine.graph.base import (
 from context_engine.graph.driver import build_driver, run, unavailable_errors, validate_settings
 from context_engine.graph.episodes import HerGraphiti, add_session_episode, make_llm_client
 from context_engine.graph.query import GraphQueries
-from context_engine.graph.store import session_episodes
+from context_engine.graph.store import forget_text, session_episodes
 from context_engine.graph.writer import GraphWriter
 from her_os_shared.logging import get_logger
 
@@ -206,6 +206,17 @@ class KnowledgeGraph:
         writer, _ = self._ready()
         async with self._write_lock:
             return await writer.forget(session_id)
+
+    async def forget_text(
+        self, needles: Sequence[str], matches: Callable[[str], bool], session_ids: Sequence[str]
+    ) -> dict[str, int]:
+        """Remove what names a forgotten target anywhere in the graph (forget.py): entity
+        nodes, facts, episodes and communities whose text `matches`, summaries blanked, and
+        facts still attributed to `session_ids` (store.forget_text)."""
+        if self._driver is None:
+            raise GraphUnavailableError("the graph is not open")
+        async with self._write_lock:
+            return await forget_text(self._driver, self.group_id, needles, matches, session_ids)
 
     # --- reading (query.py) ---
 

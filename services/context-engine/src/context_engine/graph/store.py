@@ -3,6 +3,7 @@ back from either backend, a session's episodes, removing an episode the way grap
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -108,3 +109,105 @@ async def delete_orphans(driver: GraphDriver, node_uuids: list[str]) -> None:
         """,
         uuids=node_uuids,
     )
+
+
+async def forget_text(
+    driver: GraphDriver,
+    group_id: str,
+    needles: Sequence[str],
+    matches: Callable[[str], bool],
+    session_ids: Sequence[str],
+) -> dict[str, int]:
+    """Forget a name everywhere in the group: entity nodes named by it (with their edges),
+    facts and episodes that state it, communities that name it; summaries that only mention
+    it are blanked (graphiti's summaries are where deleted facts survive). Candidates are
+    found by case-folded substring (`needles`; Cypher has no portable word boundary) and
+    confirmed by `matches`. Facts still attributed to `session_ids` go too."""
+    counts = {"nodes": 0, "summaries": 0, "facts": 0, "episodes": 0, "communities": 0}
+    ends: set[str] = set()
+    for needle in needles:
+        nodes = await run(
+            driver,
+            """MATCH (n:Entity) WHERE n.group_id = $g AND (toLower(n.name) CONTAINS $x
+               OR toLower(coalesce(n.summary, '')) CONTAINS $x)
+               RETURN n.uuid AS uuid, n.name AS name, n.summary AS summary""",
+            g=group_id,
+            x=needle,
+        )
+        drop = [r["uuid"] for r in nodes if matches(r["name"] or "")]
+        blank = [r["uuid"] for r in nodes if r["uuid"] not in drop and matches(r["summary"] or "")]
+        if drop:
+            near = await run(
+                driver,
+                "MATCH (n:Entity)-[:RELATES_TO]-(m:Entity) WHERE n.uuid IN $u "
+                "RETURN m.uuid AS uuid",
+                u=drop,
+            )
+            ends.update(r["uuid"] for r in near)
+            await run(driver, "MATCH (n:Entity) WHERE n.uuid IN $u DETACH DELETE n", u=drop)
+        if blank:
+            await run(driver, "MATCH (n:Entity) WHERE n.uuid IN $u SET n.summary = ''", u=blank)
+        counts["nodes"] += len(drop)
+        counts["summaries"] += len(blank)
+        edges = await run(
+            driver,
+            """MATCH (s:Entity)-[e:RELATES_TO]->(t:Entity) WHERE e.group_id = $g
+               AND (toLower(coalesce(e.fact, '')) CONTAINS $x
+                    OR toLower(coalesce(e.evidence, '')) CONTAINS $x)
+               RETURN e.uuid AS uuid, e.fact AS fact, e.evidence AS evidence,
+                      s.uuid AS s, t.uuid AS t""",
+            g=group_id,
+            x=needle,
+        )
+        gone = [r for r in edges if matches(r["fact"] or "") or matches(r["evidence"] or "")]
+        counts["facts"] += await _delete_facts(driver, gone, ends)
+        episodes = await run(
+            driver,
+            """MATCH (e:Episodic) WHERE e.group_id = $g
+               AND toLower(coalesce(e.content, '')) CONTAINS $x
+               RETURN e.uuid AS uuid, e.content AS content""",
+            g=group_id,
+            x=needle,
+        )
+        for r in episodes:
+            if matches(r["content"] or ""):
+                await remove_episode(driver, group_id, r["uuid"])
+                counts["episodes"] += 1
+        communities = await run(
+            driver,
+            """MATCH (c:Community) WHERE c.group_id = $g AND (toLower(c.name) CONTAINS $x
+               OR toLower(coalesce(c.summary, '')) CONTAINS $x)
+               RETURN c.uuid AS uuid, c.name AS name, c.summary AS summary""",
+            g=group_id,
+            x=needle,
+        )
+        named = [r["uuid"] for r in communities if matches(r["name"] or "")
+                 or matches(r["summary"] or "")]  # fmt: skip
+        if named:
+            await run(driver, "MATCH (c:Community) WHERE c.uuid IN $u DETACH DELETE c", u=named)
+        counts["communities"] += len(named)
+    if session_ids:
+        stale = await run(
+            driver,
+            """MATCH (s:Entity)-[e:RELATES_TO]->(t:Entity)
+               WHERE e.group_id = $g AND e.session_id IN $sids
+               RETURN e.uuid AS uuid, s.uuid AS s, t.uuid AS t""",
+            g=group_id,
+            sids=list(session_ids),
+        )
+        counts["facts"] += await _delete_facts(driver, stale, ends)
+    await delete_orphans(driver, sorted(ends))
+    return counts
+
+
+async def _delete_facts(driver: GraphDriver, rows: list[dict[str, Any]], ends: set[str]) -> int:
+    """Delete these facts (rows of uuid, s, t); their end nodes join `ends` (orphan check)."""
+    if rows:
+        await run(
+            driver,
+            "MATCH (:Entity)-[e:RELATES_TO]->(:Entity) WHERE e.uuid IN $u DELETE e",
+            u=[r["uuid"] for r in rows],
+        )
+        ends.update(r["s"] for r in rows)
+        ends.update(r["t"] for r in rows)
+    return len(rows)

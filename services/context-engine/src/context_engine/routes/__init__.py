@@ -12,6 +12,7 @@ from context_engine.routes import (
     daily,
     entities,
     events,
+    forget,
     graph,
     ingest,
     jobs,
@@ -26,7 +27,7 @@ def api_router(token: SecretStr | None, on_auth_failure: AuthFailureHook) -> API
     headers = APIRouter(dependencies=[Depends(require_token(token, on_auth_failure))])
     for module in (
         context, entities, graph, ingest, sessions, stats, jobs, consolidate, daily, promises,
-        events,
+        events, forget,
     ):  # fmt: skip
         headers.include_router(module.router)
     # A browser's EventSource cannot set headers: the live stream also takes `?token=`

@@ -1,0 +1,121 @@
+"""Forgetting: DELETE /v1/sessions/{id}, DELETE /v1/entities/{id}, POST /v1/forget (a person
+by name), GET /v1/forget/{request_id}. The work is in forget.py (ADR 0013)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Path, Query
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from context_engine.forget import MIN_NAME_CHARS, ForgetError, Target
+from context_engine.routes.deps import RuntimeDep, SessionIdPath
+from context_engine.routes.entities import EntityId
+from context_engine.runtime import Runtime
+
+router = APIRouter(tags=["forget"])
+
+WaitS = Annotated[
+    float, Query(ge=0, le=600, description="seconds to wait for every store (then 202)")
+]
+
+
+class ForgetPerson(BaseModel):
+    person: str = Field(min_length=MIN_NAME_CHARS, max_length=200, description="a name, e.g. Priya")
+
+
+class ForgetResult(BaseModel):
+    request_id: int
+    kind: str
+    status: str  # pending | done
+    stores: dict[str, Any]
+    attempts: int
+    created_at: datetime
+    finished_at: datetime | None
+
+
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    202: {"description": "a store is not done yet: retried by a job; see GET /v1/forget/{id}"}
+}
+
+
+async def _forget(runtime: Runtime, target: Target, wait_s: float) -> JSONResponse:
+    forgetter = runtime.forgetter
+    request_id = await forgetter.create(target)
+    if runtime.jobs_open:
+        await runtime.jobs.defer_forget(request_id)  # durable: retried until every store is done
+    try:
+        async with asyncio.timeout(wait_s):
+            await forgetter.run(request_id)
+    except (ForgetError, TimeoutError):
+        pass  # the report says which store, the job retries it
+    view = await forgetter.get(request_id)
+    assert view is not None
+    body = ForgetResult.model_validate(view)
+    return JSONResponse(
+        body.model_dump(mode="json"), status_code=200 if body.status == "done" else 202
+    )
+
+
+@router.delete(
+    "/sessions/{session_id}",
+    response_model=ForgetResult,
+    summary="Forget a session everywhere",
+    responses={404: {"description": "no such session"}, **_RESPONSES},
+)
+async def forget_session(
+    runtime: RuntimeDep, session_id: SessionIdPath, wait_s: WaitS = 30.0
+) -> JSONResponse:
+    target = await runtime.forgetter.resolve_session(session_id)
+    if target is None:
+        raise HTTPException(status_code=404, detail=f"no session {session_id}")
+    return await _forget(runtime, target, wait_s)
+
+
+@router.delete(
+    "/entities/{entity_id}",
+    response_model=ForgetResult,
+    summary="Forget an entity and everything said about it",
+    responses={404: {"description": "no such entity"}, **_RESPONSES},
+)
+async def forget_entity(
+    runtime: RuntimeDep, entity_id: EntityId, wait_s: WaitS = 30.0
+) -> JSONResponse:
+    target = await runtime.forgetter.resolve_entity(entity_id)
+    if target is None:
+        raise HTTPException(status_code=404, detail=f"no entity {entity_id}")
+    return await _forget(runtime, target, wait_s)
+
+
+@router.post(
+    "/forget",
+    response_model=ForgetResult,
+    summary="Forget a person by name: what they said and everything said about them",
+    responses=_RESPONSES,
+)
+async def forget_person(
+    runtime: RuntimeDep, body: ForgetPerson, wait_s: WaitS = 30.0
+) -> JSONResponse:
+    try:
+        target = await runtime.forgetter.resolve_person(body.person)
+    except ValueError as exc:
+        raise HTTPException(status_code=422, detail=str(exc)) from exc
+    return await _forget(runtime, target, wait_s)
+
+
+@router.get(
+    "/forget/{request_id}",
+    response_model=ForgetResult,
+    summary="A forget request: its status and what each store removed",
+    responses={404: {"description": "no such request"}},
+)
+async def get_forget(
+    runtime: RuntimeDep, request_id: Annotated[int, Path(ge=1, le=2**63 - 1)]
+) -> ForgetResult:
+    view = await runtime.forgetter.get(request_id)
+    if view is None:
+        raise HTTPException(status_code=404, detail=f"no forget request {request_id}")
+    return ForgetResult.model_validate(view)
