@@ -97,6 +97,51 @@ async def test_sandbox_escapes_are_refused(scratch_root, code, refusal) -> None:
     assert not (scratch_root / "escape").exists()
 
 
+# Attacks on the audit hook itself: each got a root shell or read /etc/passwd before the hook
+# bound everything it uses at install time and refused these events and modules.
+HOOK_ATTACKS = {
+    "rebound module globals": (
+        "import sys\nm = sys.modules['__main__']\nm._BLOCKED_IMPORTS = frozenset()\n"
+        "m._BLOCKED_PREFIXES = ('zzz',)\nm._BLOCKED_EVENTS = frozenset()\n"
+        "import os\nos.system('head -1 /etc/passwd')",
+        "os.system",
+    ),
+    "rebound builtins": (
+        "import builtins\nbuiltins.any = lambda *a: True\nprint(open('/etc/passwd').read())",
+        "reading /etc/passwd",
+    ),
+    "rebound realpath internals": (
+        "import os, posixpath\nposixpath.abspath = lambda p: os.getcwd() + '/x'\n"
+        "posixpath._joinrealpath = lambda *a: (os.getcwd() + '/x', True)\n"
+        "os.fspath = lambda p: 'x'\nprint(open('/etc/passwd').read())",
+        "reading /etc/passwd",
+    ),
+    "hook found through gc": ("import gc\ngc.get_objects()", "gc.get_objects"),
+    "subinterpreter without the hook": (
+        "import _xxsubinterpreters as s\ns.run_string(s.create(), 'import os; os.system(\"id\")')",
+        "importing _xxsubinterpreters",
+    ),
+    "memory poking C test module": ("import _testcapi", "importing _testcapi"),
+    "forged bytecode": ("(lambda: 0).__code__.replace(co_consts=(1,))", "code.__new__"),
+    "tracer rewriting frames": ("import sys\nsys.settrace(lambda *a: None)", "sys.settrace"),
+}
+
+
+@pytest.mark.parametrize(("code", "refusal"), HOOK_ATTACKS.values(), ids=list(HOOK_ATTACKS))
+async def test_the_audit_hook_cannot_be_blinded_or_bypassed(scratch_root, code, refusal) -> None:
+    result = await run(scratch_root, code)
+    assert not result.ok
+    assert f"sandbox: {refusal}" in result.content
+    assert "root:" not in result.content and "uid=" not in result.content
+
+
+async def test_the_standard_library_still_imports_and_reads(scratch_root) -> None:
+    code = "import json, dataclasses, decimal, typing\nprint(len(open(json.__file__).read()) > 0)"
+    result = await run(scratch_root, code)
+    assert result.ok, result.content
+    assert "True" in result.content
+
+
 async def test_a_fork_bomb_is_stopped(scratch_root) -> None:
     code = "import os\nwhile True:\n    os.fork()"
     result = await run(scratch_root, code)

@@ -10,9 +10,11 @@ Layers, each reported back to the parent on the first stderr line:
 - uid drop to nobody (kernel, when started as root): file permissions apply, RLIMIT_NPROC bites;
 - no_new_privs (kernel): a setuid binary cannot regain privileges;
 - audit hook (in-process, NOT a kernel sandbox): refuses sockets, processes, ctypes, and file
-  access outside the scratch directory (reads: scratch + the standard library). Known gaps: it
-  sees paths, not dir_fd-relative opens; a symlink swapped in by another thread between check
-  and use (threads are allowed); anything reachable without an audited event.
+  access outside the scratch directory (reads: scratch + the standard library). It binds all it
+  uses before the model's code runs, so rebinding globals or builtins cannot blind it. Known
+  gaps: it sees paths, not dir_fd-relative opens; a symlink swapped in by another thread between
+  check and use (threads are allowed); anything reachable without an audited event; bytecode
+  forged through marshal (imports need marshal.loads): there the kernel layers above must hold.
 """
 
 import json
@@ -30,10 +32,18 @@ _BLOCKED_EVENTS = frozenset(
     {"os.fork", "os.forkpty", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
      "subprocess.Popen", "os.kill", "os.killpg", "os.symlink", "os.link", "os.chroot",
      "os.chown", "os.lchown", "os.setxattr", "os.removexattr", "resource.setrlimit",
-     "resource.prlimit", "sys.remote_exec", "pty.spawn", "webbrowser.open", "sys.setprofile"}
+     "resource.prlimit", "sys.remote_exec", "pty.spawn", "webbrowser.open", "sys.setprofile",
+     # reaching the hook's own objects (to rebind its closure) or forging bytecode
+     "sys.settrace", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "code.__new__",
+     "sys._current_frames"}
 )  # fmt: skip
 _BLOCKED_PREFIXES = ("ctypes.", "socket.", "_ctypes", "winreg.", "syslog.")
-_BLOCKED_IMPORTS = frozenset({"ctypes", "_ctypes", "_posixsubprocess", "_socket", "socket", "ssl"})
+# subinterpreters start without this process's audit hooks; _testcapi and friends poke memory
+_BLOCKED_IMPORTS = frozenset(
+    {"ctypes", "_ctypes", "_posixsubprocess", "_socket", "socket", "ssl", "_xxsubinterpreters",
+     "_xxinterpchannels", "_testcapi", "_testinternalcapi", "_testmultiphase", "_testbuffer",
+     "_testimportmultiple", "_testclinic"}
+)  # fmt: skip
 # events whose first argument is a path that will be changed
 _WRITE_EVENTS = frozenset(
     {"os.mkdir", "os.rmdir", "os.remove", "os.truncate", "os.utime", "os.chmod", "os.chflags",
@@ -98,46 +108,109 @@ def _isolate(spec: dict) -> dict:
 
 
 def _install_hook(scratch: str) -> None:
-    stdlib = (os.path.realpath(p) for p in sys.path if p and os.path.exists(p))
-    read_roots = (*stdlib, scratch)
-    realpath = os.path.realpath
+    """The hook may look nothing up at call time: the model's code can rebind module globals
+    (sys.modules["__main__"]._BLOCKED_IMPORTS), builtins (builtins.any) and other modules'
+    functions (posixpath.abspath, os.fspath), so everything it uses is bound here, before that
+    code runs: C functions, immutable constants, and a realpath of its own."""
+    roots: list[str] = []
+    for p in sys.path:
+        if p and os.path.exists(p):
+            roots.append(os.path.realpath(p))
+    roots.append(scratch)
+    read_roots = tuple(roots)
+    write_roots = (scratch,)
+    blocked_events = _BLOCKED_EVENTS
+    blocked_prefixes = _BLOCKED_PREFIXES
+    blocked_imports = _BLOCKED_IMPORTS
+    write_events = _WRITE_EVENTS
+    read_events = _READ_EVENTS
+    write_flags = _WRITE_FLAGS
+    devices = _DEVICES
+    lstat = os.lstat  # posix C functions: rebinding os.lstat later does not change these
+    readlink = os.readlink
+    getcwd = os.getcwd
     fspath = os.fspath
-    fsdecode = os.fsdecode
+    is_instance = isinstance
+    str_type = str
+    int_type = int
+    denied = PermissionError
     sep = os.sep
+    link_bits = 0o120000
 
-    def inside(path: str, roots: tuple) -> bool:
-        return any(path == r or path.startswith(r + sep) for r in roots)
+    def inside(path: str, where: tuple) -> bool:
+        for r in where:
+            if path == r or path.startswith(r + sep):
+                return True
+        return False
 
     def resolve(path: object) -> str:
-        return realpath(fsdecode(fspath(path)))  # relative paths: against cwd, the scratch
+        """realpath with no global lookups (relative paths: against the cwd)."""
+        raw = fspath(path)
+        text = raw if is_instance(raw, str_type) else raw.decode("utf-8", "surrogateescape")
+        if not text.startswith(sep):
+            text = getcwd() + sep + text
+        pending = text.split(sep)
+        pending.reverse()
+        parts: list[str] = []
+        hops = 0
+        while pending:
+            name = pending.pop()
+            if name == "" or name == ".":
+                continue
+            if name == "..":
+                if parts:
+                    parts.pop()
+                continue
+            candidate = sep + sep.join([*parts, name])
+            try:
+                mode = lstat(candidate).st_mode
+            except OSError:
+                parts.append(name)  # missing: judged by its name, as realpath does
+                continue
+            if mode & 0o170000 != link_bits:
+                parts.append(name)
+                continue
+            hops += 1
+            if hops > 40:
+                raise denied("sandbox: too many symbolic links")
+            target = readlink(candidate)
+            if target.startswith(sep):
+                parts = []
+            more = target.split(sep)
+            more.reverse()
+            pending.extend(more)
+        return sep + sep.join(parts)
 
     def refuse(what: str) -> None:
-        raise PermissionError(f"sandbox: {what} is not allowed")
+        raise denied(f"sandbox: {what} is not allowed")
 
     def hook(event: str, args: tuple) -> None:
         if event == "open":
             path, mode, flags = args
-            if isinstance(path, int):
+            if is_instance(path, int_type):
                 return
             target = resolve(path)
-            writes = bool(flags & _WRITE_FLAGS) or any(c in (mode or "") for c in "wax+")
-            if writes and not inside(target, (scratch,)):
+            writes = flags & write_flags != 0
+            for c in mode or "":
+                if c in "wax+":
+                    writes = True
+            if writes and not inside(target, write_roots):
                 refuse(f"writing {target} (only the scratch directory is writable)")
-            if not writes and target not in _DEVICES and not inside(target, read_roots):
+            if not writes and target not in devices and not inside(target, read_roots):
                 refuse(f"reading {target} (only the scratch directory and the standard library)")
-        elif event in _BLOCKED_EVENTS or event.startswith(_BLOCKED_PREFIXES):
+        elif event in blocked_events or event.startswith(blocked_prefixes):
             refuse(event)
-        elif event == "import" and args[0].partition(".")[0] in _BLOCKED_IMPORTS:
+        elif event == "import" and args[0].partition(".")[0] in blocked_imports:
             refuse(f"importing {args[0]}")
-        elif event in _WRITE_EVENTS or event == "os.chdir":
-            if not isinstance(args[0], int) and not inside(resolve(args[0]), (scratch,)):
+        elif event in write_events or event == "os.chdir":
+            if not is_instance(args[0], int_type) and not inside(resolve(args[0]), write_roots):
                 refuse(f"{event} outside the scratch directory")
         elif event == "os.rename":
             for p in args[:2]:
-                if not inside(resolve(p), (scratch,)):
+                if not inside(resolve(p), write_roots):
                     refuse("renaming outside the scratch directory")
-        elif event in _READ_EVENTS and args and args[0] is not None:
-            if not isinstance(args[0], int) and not inside(resolve(args[0]), read_roots):
+        elif event in read_events and args and args[0] is not None:
+            if not is_instance(args[0], int_type) and not inside(resolve(args[0]), read_roots):
                 refuse(f"{event} outside the scratch directory")
 
     sys.addaudithook(hook)
