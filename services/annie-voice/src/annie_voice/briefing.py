@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
 from annie_voice.engine import EngineClient, EngineUnavailableError, Memory
+from annie_voice.tools.base import ANGLE_LOOKALIKES, strip_invisible
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
@@ -33,7 +33,8 @@ PREAMBLE = (
 )
 KEY_TIERS = ("L1", "L2")
 
-# Angle brackets become look-alikes: no text inside can open or close a tag.
+# Angle brackets (and their look-alikes, folded to them first) become ‹ ›: no text inside can
+# open or close a tag.
 _DEFUSE = str.maketrans({"<": "‹", ">": "›"})
 _SPACES = re.compile(r"\s+")
 
@@ -41,12 +42,8 @@ _SPACES = re.compile(r"\s+")
 def clean(text: str) -> str:
     """One line of plain text: control and format characters (bidi overrides, zero-width)
     dropped, whitespace collapsed, `<` and `>` replaced so memory cannot open or close tags."""
-    kept = "".join(
-        " " if ch in "\t\n\r\v\f" else ch
-        for ch in text
-        if ch in "\t\n\r\v\f" or unicodedata.category(ch) not in ("Cc", "Cf", "Cs", "Co")
-    )
-    return _SPACES.sub(" ", kept.translate(_DEFUSE)).strip()
+    kept = strip_invisible(text, keep="\t\n\r\v\f")
+    return _SPACES.sub(" ", kept.translate(ANGLE_LOOKALIKES).translate(_DEFUSE)).strip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +69,7 @@ class Briefing:
 def _line(memory: Memory) -> str:
     when = memory.timestamp.strftime("%Y-%m-%d %H:%M") if memory.timestamp else "unknown time"
     who = clean(memory.speaker or "unknown speaker")[:64]
-    tier = f", {memory.tier}" if memory.tier else ""
+    tier = f", {clean(memory.tier)[:8]}" if memory.tier else ""  # the engine's words too
     return f"- [{when}, {who}{tier}] {clean(memory.text)}"
 
 

@@ -7,6 +7,7 @@ back as a `ToolResult` with `ok=False` and an `error` the model can read and act
 from __future__ import annotations
 
 import tempfile
+import unicodedata
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,6 +102,22 @@ def truncate(text: str, limit: int) -> str:
         return text
     marker = f"\n[... truncated, {len(text) - limit} more characters]"
     return text[: max(0, limit - len(marker))] + marker
+
+
+# Characters that render as (or are read by a model as) `<` and `>`: fullwidth, small form,
+# CJK and mathematical angle brackets, ornaments, Canadian syllabics.
+ANGLE_LOOKALIKES = str.maketrans(
+    dict.fromkeys("＜﹤〈〈⟨❮˂ᐸ", "<") | dict.fromkeys("＞﹥〉〉⟩❯˃ᐳ", ">")
+)
+
+
+def strip_invisible(text: str, keep: str = "\n\t") -> str:
+    """Drop control, format (bidi overrides, zero-width), surrogate and private-use characters,
+    except those in `keep`: untrusted text cannot hide a marker (`<\u200b<<`) or reorder what
+    is shown (U+202E)."""
+    return "".join(
+        ch for ch in text if ch in keep or unicodedata.category(ch) not in ("Cc", "Cf", "Cs", "Co")
+    )
 
 
 _TYPES: dict[str, tuple[type, ...]] = {

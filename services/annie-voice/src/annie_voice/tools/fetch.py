@@ -15,7 +15,14 @@ from typing import Any, ClassVar
 
 import httpx
 
-from annie_voice.tools.base import Tool, ToolConfig, ToolResult, truncate
+from annie_voice.tools.base import (
+    ANGLE_LOOKALIKES,
+    Tool,
+    ToolConfig,
+    ToolResult,
+    strip_invisible,
+    truncate,
+)
 from annie_voice.tools.netguard import (
     AddressPolicy,
     BlockedAddressError,
@@ -80,11 +87,11 @@ class FetchWebpageTool(Tool):
         text = truncate(text, self._config.fetch_max_chars)
         log.info("fetch_webpage", url=final_url, bytes=len(body), truncated=truncated)
         lines = [f"URL: {final_url}"]
-        if title:
-            lines.append(f"Title: {title}")
         if truncated:
             lines.append(f"(page cut: only the first {self._config.fetch_max_bytes} bytes read)")
-        return ToolResult.success("\n".join(lines) + "\n" + untrusted(text))
+        # The title is the page's words too: inside the fence, never above it.
+        page = f"Title: {title}\n{text}" if title else text
+        return ToolResult.success("\n".join(lines) + "\n" + untrusted(page))
 
     def _refuse(self, url: str, why: str) -> ToolResult:
         log.info("fetch_webpage_refused", url=url, reason=why)
@@ -172,8 +179,11 @@ def untrusted(text: str) -> str:
     """Fence page text so the model can tell data from instructions.
 
     A page that writes the closing marker itself must not end the fence early: markers inside the
-    text are defused first. (A fence lowers the odds of prompt injection; it is not a guarantee.)
+    text are defused first, after invisible characters are dropped and look-alike brackets
+    folded (`<\u200b<<`, `＜＜＜` would otherwise survive). (A fence lowers the odds of prompt
+    injection; it is not a guarantee.)
     """
+    text = strip_invisible(text).translate(ANGLE_LOOKALIKES)
     text = text.replace("<<<", "‹‹‹").replace(">>>", "›››")
     return f"{_UNTRUSTED_OPEN}\n{text}\n{_UNTRUSTED_CLOSE}"
 
