@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from context_engine import entity_store
@@ -55,6 +56,7 @@ log = get_logger(__name__)
 
 STEPS = ("jsonl", "postgres", "keyword_index", "vectors", "graph", "events")
 MIN_NAME_CHARS = 2
+DEADLOCK_RETRIES = 5
 _ID_CHARS = "A-Za-z0-9_-"
 
 
@@ -508,6 +510,19 @@ class Forgetter:
         }
 
     async def _postgres(self, target: Target) -> dict[str, Any]:
+        # A stage job of a touched session (re-extracting it) may deadlock with this
+        # transaction: PostgreSQL aborts one of the two, and this one is simply run again.
+        for attempt in range(DEADLOCK_RETRIES):
+            try:
+                return await self._postgres_once(target)
+            except DBAPIError as exc:
+                if "deadlock detected" not in str(exc) or attempt == DEADLOCK_RETRIES - 1:
+                    raise
+                log.info("forget.deadlock_retry", attempt=attempt + 1)
+                await asyncio.sleep(0.2 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    async def _postgres_once(self, target: Target) -> dict[str, Any]:
         params = target.sql_params()
         counts: dict[str, int] = {}
         async with self.p.engine.begin() as conn:
