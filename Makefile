@@ -6,7 +6,7 @@ RUN := $(UV) run --frozen
 .PHONY: help setup setup-node dashboard up down status logs test test-python test-dashboard lint format \
 	config-reference bench bench-1m \
 	bench-audio test-real-llm bench-extract bench-latency bench-latency-1m bench-locomo \
-	bench-consolidation bench-events
+	bench-consolidation bench-events bench-voice
 
 help:
 	@echo "make up        set up if needed, then run the platform on embedded defaults (Ctrl-C stops);"
@@ -14,7 +14,7 @@ help:
 	@echo "make test      set up if needed, then run every test (lint, Python, dashboard)"
 	@echo "make down | status | logs    control a running platform"
 	@echo "make bench | bench-audio | bench-extract | bench-latency | bench-locomo | bench-consolidation"
-	@echo "               | bench-events"
+	@echo "               | bench-events | bench-voice"
 	@echo "               benchmarks (docs/benchmarks.md)"
 	@echo "make test-real-llm    opt-in proof against a real llama-server (slow the first time)"
 	@echo "make config-reference regenerate the settings reference (docs/deploy.md, .env.example)"
@@ -89,6 +89,11 @@ bench-consolidation: setup
 # for 30 s through POST /v1/events/emit: loss, delivery latency, engine CPU; about a minute.
 bench-events: setup
 	$(RUN) python bench/events/fanout.py
+
+# Annie's voice in Chromium: voice-to-voice latency and the briefing at connect (~3 minutes;
+# runs in a network namespace of its own, needs chromium and unshare).
+bench-voice: setup
+	$(RUN) python bench/voice/voice_latency.py
 
 bench-1m: setup
 	$(BENCH)/bm25_latency.py --segments 1000000

@@ -155,6 +155,8 @@ class Result:
     reply_heard: str = ""
     briefing: dict[str, Any] = field(default_factory=dict)
     voice_to_voice_s: list[float] = field(default_factory=list)
+    # End of the user's speech → the user's transcript on the page (VAD stop, turn end, STT).
+    heard_s: list[float] = field(default_factory=list)
     skipped_turns: int = 0
     briefing_ms: list[int] = field(default_factory=list)
     connect_to_briefing_ms: list[float] = field(default_factory=list)
@@ -282,8 +284,9 @@ async def wait_message(page: Any, predicate_js: str, after: int = 0) -> tuple[in
     return index, await page.evaluate("(i) => window.__probe.messages[i]", index)
 
 
-USER_ASKED = "m.type === 'transcript' && m.role === 'user' && m.final && " + " && ".join(
-    f"m.text.toLowerCase().includes('{w}')" for w in HEARD_KEYWORDS
+USER_HEARD = "m.type === 'transcript' && m.role === 'user' && m.final"
+USER_ASKED = " && ".join(
+    [USER_HEARD, *(f"m.text.toLowerCase().includes('{w}')" for w in HEARD_KEYWORDS)]
 )
 ANNIE_STOPPED = "m.type === 'speaking' && m.role === 'assistant' && m.speaking === false"
 ANNIE_FINAL = "m.type === 'transcript' && m.role === 'assistant' && m.final"
@@ -354,40 +357,49 @@ def speech_spans(
     return spans
 
 
-def voice_to_voice(levels: dict[str, list[list[float]]], rate: float) -> tuple[list[float], int]:
+def voice_to_voice(
+    levels: dict[str, list[list[float]]], rate: float, heard_at: list[float]
+) -> tuple[list[float], list[float], int]:
     """For each end of the user's speech (the microphone), the time to the first of Annie's
-    audio after it (both on the page's audio clock). A turn where Annie was still speaking at
-    the user's end (an interruption) is skipped and counted."""
-    block = 1024 / rate
+    audio after it and to the user's transcript reaching the page (`heard_at`), all on the
+    page's audio clock. A turn where Annie was still speaking when the user stopped (an
+    interruption) is skipped and counted."""
+    block = 1024 / rate  # a level is stamped at its block's start
     mic = speech_spans(levels["mic"], 0.01, 0.6)
     annie = speech_spans(levels["annie"], 0.01, 0.6)
-    latencies, skipped = [], 0
+    latencies, heard, skipped = [], [], 0
     for i, (_, end) in enumerate(mic):
+        end += block
         following = mic[i + 1][0] if i + 1 < len(mic) else float("inf")
-        if any(a <= end <= b for a, b in annie):
+        if any(a <= end <= b + block for a, b in annie):
             skipped += 1
             continue
         onsets = [a for a, _ in annie if end < a < following]
-        if onsets:
-            latencies.append(onsets[0] - end - block)
-    return latencies, skipped
+        if not onsets:
+            continue
+        latencies.append(round(onsets[0] - end, 3))
+        got = [t for t in heard_at if end < t < onsets[0]]
+        if got:
+            heard.append(round(got[0] - end, 3))
+    return latencies, heard, skipped
 
 
-async def bench(page: Any, url: str, config: Config, result: Result) -> None:
-    """`turns` voice turns from the looping microphone, then `connects` reconnects with the
-    briefing timed (the engine's answer inside Annie, and from Connect to the page)."""
+async def bench(page: Any, config: Config, result: Result) -> None:
+    """Voice turns from the looping microphone until `turns` are measured, then `connects`
+    reconnects with the briefing timed (inside Annie, and from Connect to the page)."""
     await page.evaluate("window.__probe.keepAudio = false")
-    stops = 0
+    rate = await page.evaluate("window.__probe.rate")
     after = 0
-    while stops < config.turns + 1:  # the first turn's reply is longer (the limits sentence)
+    while len(result.voice_to_voice_s) < config.turns:
         after, _ = await wait_message(page, ANNIE_STOPPED, after)
         after += 1
-        stops += 1
-    levels = await page.evaluate("window.__probe.levels")
-    rate = await page.evaluate("window.__probe.rate")
-    latencies, skipped = voice_to_voice(levels, rate)
-    result.voice_to_voice_s = latencies[1:]  # the first: the model loads after connect
-    result.skipped_turns = skipped
+        levels = await page.evaluate("window.__probe.levels")
+        heard_at = await page.evaluate(
+            f"window.__probe.messages.filter((r) => {{ const m = r.data; return {USER_HEARD}; }})"
+            ".map((r) => r.t)"
+        )
+        latencies, heard, skipped = voice_to_voice(levels, rate, heard_at)
+        result.voice_to_voice_s, result.heard_s, result.skipped_turns = latencies, heard, skipped
     for _ in range(config.connects):
         await page.click("#disconnect")
         count = await page.evaluate("window.__probe.messages.length")
@@ -425,7 +437,7 @@ async def scenario(config: Config) -> Result:
                     if config.mode == "answer":
                         await ask_once(page, result, work)
                     else:
-                        await bench(page, url, config, result)
+                        await bench(page, config, result)
                     await page.screenshot(path=str(work / "voice.png"))
                 finally:
                     await browser.close()

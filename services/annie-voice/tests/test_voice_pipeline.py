@@ -42,7 +42,12 @@ from annie_voice.voice.bundled import HIBARI_HEART
 from annie_voice.voice.filters import ToolCallTextFilterProcessor, VoiceObserverProcessor
 from annie_voice.voice.pipeline import VoiceModels
 from annie_voice.voice.stt import STT_SAMPLE_RATE, WhisperSTTService
-from annie_voice.voice.tts import TTS_SAMPLE_RATE, SynthTTSService
+from annie_voice.voice.tts import (
+    SILENCE_LEVEL,
+    TTS_SAMPLE_RATE,
+    SynthTTSService,
+    trim_leading_silence,
+)
 from her_os_shared.bundled import ModelIntegrityError, verified_path, verify_sha256
 
 
@@ -71,6 +76,19 @@ async def test_tts_speaks_text_as_24k_audio_frames(models: VoiceModels) -> None:
     assert audio and all(f.sample_rate == TTS_SAMPLE_RATE and f.num_channels == 1 for f in audio)
     seconds = sum(len(f.audio) for f in audio) / 2 / TTS_SAMPLE_RATE
     assert 1.0 < seconds < 10.0
+    # The reply starts at once: hibari's ~0.3 s of leading silence is cut to 50 ms.
+    first = np.frombuffer(audio[0].audio, dtype="<i2")
+    onset = np.flatnonzero(np.abs(first) > SILENCE_LEVEL * 32767)[0] / TTS_SAMPLE_RATE
+    assert onset <= 0.06
+
+
+def test_trim_leading_silence_keeps_50_ms_before_the_sound() -> None:
+    rate = TTS_SAMPLE_RATE
+    sound = np.concatenate([np.zeros(rate // 2), np.full(rate // 10, 0.5), np.zeros(rate // 4)])
+    trimmed = trim_leading_silence(sound.astype(np.float32))
+    assert len(trimmed) == len(sound) - rate // 2 + int(0.05 * rate)
+    assert trimmed[-1] == 0.0  # trailing silence (the pause before the next sentence) stays
+    assert trim_leading_silence(np.zeros(100, dtype=np.float32)).size == 0
 
 
 async def test_stt_transcribes_a_vad_segment(models: VoiceModels) -> None:

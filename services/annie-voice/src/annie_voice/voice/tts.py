@@ -113,6 +113,19 @@ class SpeechSynth:
             return self._load_locked()(text)
 
 
+# hibari starts every sentence with ~0.3 s of silence: at the start of a reply that is pure
+# latency (and between sentences its ~0.4 s trailing silence is pause enough), so keep 50 ms.
+LEAD_KEEP_S = 0.05
+SILENCE_LEVEL = 1e-3
+
+
+def trim_leading_silence(samples: np.ndarray, keep_s: float = LEAD_KEEP_S) -> np.ndarray:
+    loud = np.flatnonzero(np.abs(samples) > SILENCE_LEVEL)
+    if loud.size == 0:
+        return samples[:0]
+    return samples[max(0, int(loud[0]) - int(keep_s * TTS_SAMPLE_RATE)) :]
+
+
 def to_pcm16(samples: np.ndarray) -> bytes:
     return (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
 
@@ -147,7 +160,7 @@ class SynthTTSService(TTSService):
             return
         finally:
             await self.stop_ttfb_metrics()
-        for part in parts:
+        for part in map(trim_leading_silence, parts):
             if part.size:
                 yield TTSAudioRawFrame(
                     audio=to_pcm16(part),
