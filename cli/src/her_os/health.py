@@ -30,7 +30,8 @@ class StopRequested(Exception):
 
 
 def http_health(url: str, timeout: float = 2.0) -> Probe:
-    """GET a service's /health: healthy on 200 {"status": "ok"}."""
+    """GET a service's /health: healthy on 200 {"status": "ok"}, and on 200 {"status":
+    "degraded"} (serving without some layers, which the detail names)."""
     try:
         response = httpx.get(url, timeout=timeout)
     except httpx.HTTPError as exc:
@@ -41,6 +42,10 @@ def http_health(url: str, timeout: float = 2.0) -> Probe:
         body = None
     if response.status_code == 200 and isinstance(body, dict) and body.get("status") == "ok":
         return Probe(True, "ok")
+    if response.status_code == 200 and isinstance(body, dict) and body.get("status") == "degraded":
+        layers = body.get("degraded")
+        names = ", ".join(str(x) for x in layers) if isinstance(layers, list) else "?"
+        return Probe(True, f"degraded: {names}")
     return Probe(False, f"HTTP {response.status_code}")
 
 

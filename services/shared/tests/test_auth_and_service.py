@@ -10,7 +10,7 @@ from pydantic import SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from her_os_shared.auth import TOKEN_HEADER, TokenConfigError, require_token, token_matches
-from her_os_shared.service import create_service_app
+from her_os_shared.service import HealthReport, create_service_app
 from her_os_shared.settings import ServiceSettings
 
 TOKEN = "t" * 32
@@ -95,6 +95,29 @@ async def test_health_reports_unavailable_when_the_check_fails() -> None:
     async with LifespanManager(app), await _client(app) as c:
         r = await c.get("/health")
     assert r.status_code == 503 and r.json() == {"status": "unavailable"}
+
+
+@pytest.mark.parametrize(
+    ("report", "status", "body"),
+    [
+        (HealthReport(ready=True), 200, {"status": "ok"}),
+        (HealthReport(ready=True, degraded=("graph", "llm")), 200,
+         {"status": "degraded", "degraded": ["graph", "llm"]}),
+        (HealthReport(ready=False, degraded=("graph",)), 503,
+         {"status": "unavailable", "degraded": ["graph"]}),
+    ],
+)  # fmt: skip
+async def test_health_names_the_degraded_layers(
+    report: HealthReport, status: int, body: dict[str, object]
+) -> None:
+    async def check(app) -> HealthReport:
+        return report
+
+    s = DemoSettings(internal_token=TOKEN)
+    app = create_service_app(service="d", title="d", version="0", settings=s, health_check=check)
+    async with LifespanManager(app), await _client(app) as c:
+        r = await c.get("/health")
+    assert r.status_code == status and r.json() == body
 
 
 @pytest.mark.parametrize(

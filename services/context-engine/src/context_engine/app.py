@@ -13,7 +13,7 @@ from context_engine import __version__
 from context_engine.config import Settings
 from context_engine.routes import api_router
 from context_engine.runtime import Runtime
-from her_os_shared.service import create_service_app
+from her_os_shared.service import HealthReport, create_service_app
 
 SERVICE = "context-engine"
 
@@ -33,8 +33,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             await runtime.stop()
 
-    async def healthy(app: FastAPI) -> bool:
-        return await app.state.runtime.healthy()
+    async def healthy(app: FastAPI) -> HealthReport:
+        health = await app.state.runtime.health()
+        return HealthReport(ready=health.ready, degraded=tuple(health.degraded))
 
     async def record_auth_failure(request: Request, reason: str) -> None:
         runtime: Runtime | None = getattr(request.app.state, "runtime", None)

@@ -3,6 +3,9 @@
 It hands the event to the chronicler (chronicler.py: ring, live stream, batched writes to
 `observability_events` on the events pool). Recording never fails the caller and never waits
 for PostgreSQL: a slow or broken events path degrades the Aquarium, never ingestion or the API.
+
+Every LLM call, the extractor's and graphiti's alike, is a `leviathan` event: its outcome
+("complete" or "error") is also what the engine's health knows of the LLM (health.py).
 """
 
 from __future__ import annotations
@@ -10,12 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 from context_engine.chronicler import Chronicler
+from context_engine.health import Outcomes
 from her_os_shared.events import EventType, ObservabilityEvent
 
 
 class EventRecorder:
-    def __init__(self, chronicler: Chronicler) -> None:
+    def __init__(self, chronicler: Chronicler, outcomes: Outcomes | None = None) -> None:
         self.chronicler = chronicler
+        self.outcomes = outcomes if outcomes is not None else Outcomes()
 
     async def emit(
         self,
@@ -28,6 +33,11 @@ class EventRecorder:
     ) -> ObservabilityEvent | None:
         """Record an event of `creature` (its service, process and zone come from the
         registry); None when the event is invalid (logged: a bug in the caller)."""
+        if creature == "leviathan" and event_type in ("complete", "error"):
+            if event_type == "complete":
+                self.outcomes.succeeded("llm")
+            else:
+                self.outcomes.failed("llm", str((data or {}).get("error") or "LLM call failed"))
         return self.chronicler.record_event(
             creature, event_type, session_id=session_id, data=data, reasoning=reasoning
         )

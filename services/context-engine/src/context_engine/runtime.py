@@ -19,11 +19,14 @@ from context_engine.config import Settings
 from context_engine.consolidate import Consolidator
 from context_engine.db import Databases, create_databases, ping
 from context_engine.embed import make_embedder
+from context_engine.embed.observed import ObservedEmbedder
 from context_engine.embedding import SegmentEmbedding
 from context_engine.event_files import EventFileReader
 from context_engine.extraction import SessionStages, make_extractor
 from context_engine.forget import ForgetParts, Forgetter
 from context_engine.graph_leg import GraphLeg
+from context_engine.health import Health, Outcomes, Probe
+from context_engine.health import check as check_health
 from context_engine.ingest import Ingestor
 from context_engine.jobs import JobQueue, run_forever
 from context_engine.migrate import migrate_until_done
@@ -49,7 +52,9 @@ class Runtime:
         self.settings = settings
         self.db: Databases = create_databases(settings)
         self.chronicler = Chronicler(self.db.events, settings)
-        self.recorder = EventRecorder(self.chronicler)
+        # What the engine serves without (health.py): observed layers report here.
+        self.outcomes = Outcomes()
+        self.recorder = EventRecorder(self.chronicler, self.outcomes)
         # The graph is optional (no URL = none): extraction still fills PostgreSQL.
         self.graph: KnowledgeGraph | None = None
         if settings.graph_url:
@@ -67,7 +72,7 @@ class Runtime:
         if settings.vector_index_enabled:
             self.embedding = SegmentEmbedding(
                 self.db.main,
-                make_embedder(settings),
+                ObservedEmbedder(make_embedder(settings), self.outcomes),
                 make_vector_store(settings),
                 batch=settings.embed_batch_segments,
             )
@@ -298,14 +303,35 @@ class Runtime:
             return
 
     async def _open_vectors(self) -> None:
-        """The vector index (in process by default: fast); a failure leaves the vector leg
-        reporting errors and embedding jobs retrying, never the engine down."""
+        """The vector index (in process by default: fast). A store that does not open (a
+        Qdrant server down at start) leaves the vector leg reporting errors and embedding
+        jobs retrying, never the engine down; it is retried in the background until it
+        opens, then what was missed meanwhile is embedded."""
         assert self.embedding is not None
         try:
             await self.embedding.open()
         except Exception as exc:
             log.error("vectors.open_failed", error=repr(exc)[:500])
+            self._tasks.append(asyncio.create_task(self._reopen_vectors(), name="vectors-open"))
             return
+        await self._vectors_opened()
+
+    async def _reopen_vectors(self) -> None:
+        assert self.embedding is not None
+        delay = 0.5
+        while True:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.settings.migrate_retry_max_s)
+            try:
+                await self.embedding.open()
+            except Exception as exc:
+                log.warning("vectors.open_retry", error=repr(exc)[:300], retry_in_s=delay)
+                continue
+            log.info("vectors.opened_after_retry")
+            await self._vectors_opened()
+            return
+
+    async def _vectors_opened(self) -> None:
         self._tasks.append(asyncio.create_task(self._warm_embedder(), name="embedder-warm-up"))
         if self._jobs_open:
             await self.jobs.scan_pending()  # a new space, or what was missed while down
@@ -378,3 +404,29 @@ class Runtime:
 
     async def healthy(self) -> bool:
         return self.ready and await ping(self.db.main, self.settings.health_timeout_s)
+
+    async def health(self) -> Health:
+        """Ready (PostgreSQL answers, migrations done) and the layers served without."""
+        probes: dict[str, Probe] = {}
+        if self.graph is not None:
+            probes["graph"] = self.graph.healthy
+        if self.embedding is not None:
+            embedding = self.embedding
+
+            async def vectors() -> bool:
+                return embedding.opened and bool(await embedding.store.spaces())
+
+            probes["vectors"] = vectors
+        if self.settings.jobs_enabled:
+
+            async def jobs() -> bool:
+                return self._jobs_open
+
+            probes["jobs"] = jobs
+        return await check_health(
+            started=self.ready,
+            required=lambda: ping(self.db.main, self.settings.health_timeout_s),
+            probes=probes,
+            outcomes=self.outcomes,
+            timeout_s=self.settings.health_timeout_s,
+        )

@@ -238,6 +238,8 @@ class StatsResponse(BaseModel):
     keyword_index: KeywordIndexState
     extraction: ExtractionState
     vectors: VectorState
+    # Layers the engine is serving without, and why (health.py; /health names them only).
+    degraded: dict[str, str] = {}
 
 
 class VectorState(BaseModel):

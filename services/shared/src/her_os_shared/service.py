@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 
 import uvicorn
 from fastapi import FastAPI
@@ -13,9 +14,20 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from her_os_shared.auth import TokenConfigError, check_token_config
 from her_os_shared.logging import configure_logging, get_logger
+from her_os_shared.ratelimit import AuthFailureLimitMiddleware
 from her_os_shared.settings import ServiceSettings
 
-HealthCheck = Callable[[FastAPI], Awaitable[bool]]
+
+@dataclass(frozen=True, slots=True)
+class HealthReport:
+    """A service's health: `ready` (it can serve its API) and the layers it is serving
+    without (generic names such as "graph", never backends, versions or addresses)."""
+
+    ready: bool
+    degraded: tuple[str, ...] = ()
+
+
+HealthCheck = Callable[[FastAPI], Awaitable[bool | HealthReport]]
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 
@@ -100,14 +112,26 @@ def create_service_app(
     app = FastAPI(title=title, version=version, lifespan=_lifespan)
     app.state.settings = settings
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    # Outside the body limit: a locked-out client is refused before anything is read.
+    app.add_middleware(
+        AuthFailureLimitMiddleware,
+        limit=settings.auth_failure_limit,
+        window_s=settings.auth_failure_window_s,
+    )
 
     @app.get("/health", tags=["health"], summary="Liveness and readiness (no auth)")
     async def health() -> JSONResponse:
-        ok = True if health_check is None else await health_check(app)
+        found = True if health_check is None else await health_check(app)
+        report = found if isinstance(found, HealthReport) else HealthReport(ready=found)
         # No versions, paths or backend names here: /health is unauthenticated.
-        if ok:
-            return JSONResponse({"status": "ok"})
-        return JSONResponse({"status": "unavailable"}, status_code=503)
+        if not report.ready:
+            body: dict[str, object] = {"status": "unavailable"}
+            if report.degraded:
+                body["degraded"] = list(report.degraded)
+            return JSONResponse(body, status_code=503)
+        if report.degraded:  # still serving, without those layers
+            return JSONResponse({"status": "degraded", "degraded": list(report.degraded)})
+        return JSONResponse({"status": "ok"})
 
     return app
 
@@ -120,7 +144,13 @@ def serve(app_factory: Callable[[], FastAPI], settings: ServiceSettings, service
     except TokenConfigError as exc:
         get_logger(service).error("service.refused_to_start", reason=str(exc))
         raise SystemExit(2) from None
-    config = uvicorn.Config(
+    uvicorn.Server(server_config(app, settings)).run()
+
+
+def server_config(app: FastAPI, settings: ServiceSettings) -> uvicorn.Config:
+    """How every service runs under uvicorn: our logging (access lines only at debug, with
+    query tokens redacted by configure_logging), no Server header."""
+    return uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
@@ -129,4 +159,3 @@ def serve(app_factory: Callable[[], FastAPI], settings: ServiceSettings, service
         timeout_graceful_shutdown=int(settings.graceful_shutdown_s),
         server_header=False,
     )
-    uvicorn.Server(config).run()

@@ -32,6 +32,7 @@ async def get_stats(runtime: RuntimeDep) -> StatsResponse:
         "graph_open": graph is not None and graph.opened,
     }
     stats["vectors"] = await _vectors(runtime)
+    stats["degraded"] = (await runtime.health()).degraded
     return StatsResponse.model_validate(stats)
 
 
