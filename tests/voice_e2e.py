@@ -269,6 +269,18 @@ def annie_app(engine_url: str, work: Path) -> Any:
     return create_app(settings)
 
 
+async def voice_ready(url: str) -> None:
+    """Wait until Annie's models have loaded in the background (GET /api/status)."""
+    import httpx
+
+    deadline = time.monotonic() + WAIT_MS / 1000
+    async with httpx.AsyncClient(base_url=url, headers={"X-Internal-Token": ANNIE_TOKEN}) as c:
+        while not (await c.get("/api/status")).json()["voice"]["ready"]:
+            if time.monotonic() > deadline:
+                raise TimeoutError("Annie's voice models did not load")
+            await asyncio.sleep(0.2)
+
+
 async def wait_message(page: Any, predicate_js: str, after: int = 0) -> tuple[int, dict]:
     """The first data-channel message at index ≥ `after` for which `predicate_js` (a JS
     expression over `m`, the message) holds: (its index, the probe's record of it)."""
@@ -421,6 +433,8 @@ async def scenario(config: Config) -> Result:
     async with memory_engine(work) as engine_url:
         result.setup_s["engine"] = round(time.monotonic() - started, 1)
         async with served(annie_app(engine_url, work), free_port()) as url:
+            await voice_ready(url)
+            result.setup_s["voice_ready"] = round(time.monotonic() - started, 1)
             async with async_playwright() as p:
                 browser = await p.chromium.launch(
                     executable_path=str(CHROMIUM),

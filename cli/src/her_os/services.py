@@ -66,6 +66,9 @@ def service_env(
         own["CONTEXT_ENGINE_URL"] = CONTEXT_ENGINE.base_url(
             settings.connect_host, CONTEXT_ENGINE.port(settings)
         )
+        # The voice's Whisper is assembled where the audio pipeline's is: one copy, shared.
+        own["MODELS_DIR"] = str(layout.models)
+        own["PYTHON_SCRATCH_ROOT"] = str(layout.root / "annie" / "scratch")
     env = dict(os.environ)
     env.update({service.env_prefix + key: value for key, value in own.items()})
     env["PYTHONUNBUFFERED"] = "1"  # log lines reach data/logs/<name>.log as they happen

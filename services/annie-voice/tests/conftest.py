@@ -3,6 +3,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 # The test doubles beside these tests import as top-level modules (importlib mode).
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -12,3 +14,10 @@ from loguru import logger
 
 logger.remove()
 logger.add(sys.__stderr__, level="WARNING")
+
+
+@pytest.fixture(autouse=True)
+def _no_voice_preload(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Apps built by tests do not load Whisper and hibari in the background (each would cost
+    seconds of CPU); the tests of the preload turn it on explicitly."""
+    monkeypatch.setenv("ANNIE_VOICE_VOICE_PRELOAD", "false")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -186,3 +187,44 @@ async def test_a_real_webrtc_offer_gets_an_answer_and_the_app_closes_the_connect
             assert status["voice"]["sessions"] == 1
     finally:
         await peer.close()
+
+
+async def test_the_models_load_in_the_background_at_start(tmp_path: Path) -> None:
+    settings = Settings(
+        internal_token=TOKEN, events_enabled=False, voice_preload=True, models_dir=tmp_path
+    )
+    runtime = Runtime(settings, engine_transport=EngineDouble().transport())
+    await runtime.start()
+    try:
+        assert runtime.preload is not None
+        await asyncio.wait_for(runtime.preload, 300)  # a real load: seconds when the CPU is busy
+        assert runtime.voice.ready
+        assert (tmp_path / "whisper-base-ct2" / "model.bin").is_file()
+        assert (await runtime.status())["voice"]["ready"] is True
+    finally:
+        await runtime.stop()
+
+
+async def test_a_backend_that_cannot_run_does_not_stop_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "kokoro_onnx", None)
+    settings = Settings(
+        internal_token=TOKEN,
+        events_enabled=False,
+        voice_preload=True,
+        tts_backend="kokoro",
+        kokoro_model_path=tmp_path / "m",
+        kokoro_voices_path=tmp_path / "v",
+    )
+    app = create_app(settings, engine_transport=EngineDouble().transport())
+    async with (
+        LifespanManager(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c,
+    ):
+        runtime = app.state.runtime
+        await asyncio.wait_for(runtime.preload, 60)
+        assert not runtime.voice.ready
+        assert (await c.get("/health")).status_code == 200
+        r = await c.post("/start", headers=AUTH)
+    assert r.status_code == 503 and "ANNIE_VOICE_TTS_BACKEND" in r.json()["detail"]

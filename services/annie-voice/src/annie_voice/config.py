@@ -131,6 +131,9 @@ class Settings(ServiceSettings):
     # A user turn ends this long after the VAD hears silence (with a transcript).
     user_speech_timeout_s: float = Field(default=0.6, ge=0.1, le=10)
     vad_stop_s: float = Field(default=0.3, ge=0.05, le=5)
+    # Load the STT and TTS models in the background at start: otherwise the first session
+    # loads them (Whisper: seconds on 2 cores) and the caller's first words are lost.
+    voice_preload: bool = True
     # Voice sessions held at once (each holds a peer connection and a pipeline).
     max_voice_sessions: int = Field(default=4, ge=1, le=1000)
     # STUN/TURN URLs for the peer connection (none: host candidates only, a LAN).

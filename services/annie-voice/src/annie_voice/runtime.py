@@ -3,6 +3,8 @@ chat service. Built in the lifespan, closed at shutdown."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Sequence
 
 import httpx
@@ -42,13 +44,21 @@ class Runtime:
         if tools is None:  # the tools the settings enable
             tools = make_tools(tool_config(settings))
         self.chat = ChatService(settings, self.backend, self.engine, self.observer, tools)
-        # Voice sessions (Pipecat over SmallWebRTC); models load on the first session.
+        # Voice sessions (Pipecat over SmallWebRTC); models load in the background at start
+        # (voice_preload) or on the first session.
         self.voice = VoiceSessions(settings, self.chat)
+        self.preload: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self.observer.start()
+        if self.settings.voice_preload:
+            self.preload = asyncio.create_task(self.voice.preload(), name="voice-preload")
 
     async def stop(self) -> None:
+        if self.preload is not None and not self.preload.done():
+            self.preload.cancel()  # a load already in its thread finishes there
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.preload
         await self.voice.close()  # peer connections and pipelines first
         await self.observer.stop()
         await self.backend.aclose()
@@ -64,7 +74,11 @@ class Runtime:
                 "reachable": await self.engine.reachable(),
             },
             "sessions": len(self.chat.sessions),
-            "voice": {**self.voice.backends(), "sessions": len(self.voice.sessions)},
+            "voice": {
+                **self.voice.backends(),
+                "sessions": len(self.voice.sessions),
+                "ready": self.voice.ready,
+            },
             "sessions_evicted": self.chat.sessions.evicted,
             "events": self.observer.stats.as_dict(),
         }

@@ -68,6 +68,20 @@ class VoiceSessions:
             ice_servers=[IceServer(urls=url) for url in settings.ice_servers] or None
         )
         self.sessions: dict[str, VoiceSession] = {}
+        self.ready = False  # the models are loaded (preload)
+
+    async def preload(self) -> None:
+        """Load (and verify) the configured models now, off the event loop. A backend that
+        cannot run here is logged; /start reports it to the caller."""
+        try:
+            self.models.check()
+            await asyncio.to_thread(self.models.stt.load)
+            await asyncio.to_thread(self.models.tts.load)
+        except Exception as exc:
+            log.warning("voice.preload_failed", error=str(exc)[:300])
+            return
+        self.ready = True
+        log.info("voice.models_ready", **self.models.describe())
 
     def backends(self) -> dict[str, str]:
         return {**self.models.describe(), "llm": self.chat.backend.name}
