@@ -132,7 +132,10 @@ class Ingestor:
     def is_current(self, path: Path, st: os.stat_result) -> bool:
         return self._seen.is_current(path, st)
 
-    async def ingest_file(self, path: Path) -> IngestResult:
+    async def ingest_file(self, path: Path, *, from_start: bool = False) -> IngestResult:
+        """One pass over the file. `from_start` reads it whole again under the same generation
+        (upserts only, nothing deleted): the drift check's repair of rows lost from
+        PostgreSQL behind an offset that says they were ingested."""
         path = Path(path)
         if path.suffix != SUFFIX:
             return IngestResult(session_id=path.name, status="invalid_name")
@@ -145,7 +148,7 @@ class Ingestor:
             if self.recorder:
                 await self.recorder.emit("octopus", "start", session_id=session_id)
             try:
-                result = await self._ingest(path, session_id)
+                result = await self._ingest(path, session_id, from_start)
             except Exception as exc:
                 if self.recorder:
                     await self.recorder.emit(
@@ -168,7 +171,7 @@ class Ingestor:
             await self.on_session(session_id)
         return result
 
-    async def _ingest(self, path: Path, session_id: str) -> IngestResult:
+    async def _ingest(self, path: Path, session_id: str, from_start: bool) -> IngestResult:
         try:
             # One open file for the whole pass: stat, fingerprint and lines all come from the
             # version read, even if the writer renames a newer one into place meanwhile.
@@ -176,11 +179,13 @@ class Ingestor:
         except FileNotFoundError:
             return IngestResult(session_id=session_id, status="missing")
         try:
-            return await self._ingest_open(path, session_id, f)
+            return await self._ingest_open(path, session_id, f, from_start)
         finally:
             f.close()
 
-    async def _ingest_open(self, path: Path, session_id: str, f: IO[bytes]) -> IngestResult:
+    async def _ingest_open(
+        self, path: Path, session_id: str, f: IO[bytes], from_start: bool = False
+    ) -> IngestResult:
         key = str(path)
         fd = f.fileno()
         st = os.fstat(fd)
@@ -200,6 +205,8 @@ class Ingestor:
                 start, generation = 0, generation + 1
                 async with self.engine.begin() as conn:
                     await self._save_offset(conn, key, session_id, 0, st, generation, cleaned, fd)
+            elif from_start:
+                start = 0
 
         if start == st.st_size and cleaned == generation:
             self._seen.remember(key, st)

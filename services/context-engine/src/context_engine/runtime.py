@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from context_engine.bm25 import Bm25Leg
+from context_engine.check import StoreChecker
 from context_engine.chronicler import Chronicler
 from context_engine.config import Settings
 from context_engine.consolidate import Consolidator
@@ -142,6 +143,16 @@ class Runtime:
             )
         )
         self.jobs.forgetter = self.forgetter
+        self.checker = StoreChecker(
+            self.db.main,
+            settings.transcripts_dir,
+            self.ingestor,
+            jobs=self.jobs,
+            embedding=self.embedding,
+            graph=self.graph,
+            recorder=self.recorder,
+            jobs_open=lambda: self._jobs_open,
+        )
         self.retriever = Retriever(
             self.db.main,
             self._legs(),

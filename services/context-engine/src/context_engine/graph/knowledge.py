@@ -31,7 +31,7 @@ from context_engine.graph.base import (
 from context_engine.graph.driver import build_driver, run, unavailable_errors, validate_settings
 from context_engine.graph.episodes import HerGraphiti, add_session_episode, make_llm_client
 from context_engine.graph.query import GraphQueries
-from context_engine.graph.store import forget_text, session_episodes
+from context_engine.graph.store import all_session_episodes, forget_text, session_episodes
 from context_engine.graph.writer import GraphWriter
 from her_os_shared.logging import get_logger
 
@@ -206,6 +206,12 @@ class KnowledgeGraph:
         writer, _ = self._ready()
         async with self._write_lock:
             return await writer.forget(session_id)
+
+    async def session_episode_index(self) -> dict[str, list[str]]:
+        """Session id → its episode uuids, for every session episode in the group."""
+        if self._driver is None:
+            raise GraphUnavailableError("the graph is not open")
+        return await all_session_episodes(self._driver, self.group_id)
 
     async def forget_text(
         self, needles: Sequence[str], matches: Callable[[str], bool], session_ids: Sequence[str]

@@ -55,6 +55,22 @@ async def session_episodes(driver: GraphDriver, group_id: str, session_id: str) 
     return [r["uuid"] for r in rows]
 
 
+async def all_session_episodes(driver: GraphDriver, group_id: str) -> dict[str, list[str]]:
+    """Every session episode of the group: session id → episode uuids (the drift check)."""
+    rows = await run(
+        driver,
+        "MATCH (e:Episodic) WHERE e.group_id = $group_id AND e.name STARTS WITH 'session-' "
+        "RETURN e.name AS name, e.uuid AS uuid",
+        group_id=group_id,
+    )
+    out: dict[str, list[str]] = {}
+    for r in rows:
+        sid = session_of_episode_name(r["name"])
+        if sid:
+            out.setdefault(sid, []).append(r["uuid"])
+    return out
+
+
 async def remove_episode(driver: GraphDriver, group_id: str, episode_uuid: str) -> None:
     """Remove an episode: the facts only it stated, the episode, and the nodes nothing refers
     to any more. Unlike graphiti's `remove_episode`, a fact that later episodes restated (they

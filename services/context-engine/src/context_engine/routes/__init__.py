@@ -7,6 +7,7 @@ from fastapi import APIRouter, Depends
 from pydantic import SecretStr
 
 from context_engine.routes import (
+    check,
     consolidate,
     context,
     daily,
@@ -27,7 +28,7 @@ def api_router(token: SecretStr | None, on_auth_failure: AuthFailureHook) -> API
     headers = APIRouter(dependencies=[Depends(require_token(token, on_auth_failure))])
     for module in (
         context, entities, graph, ingest, sessions, stats, jobs, consolidate, daily, promises,
-        events, forget,
+        events, forget, check,
     ):  # fmt: skip
         headers.include_router(module.router)
     # A browser's EventSource cannot set headers: the live stream also takes `?token=`

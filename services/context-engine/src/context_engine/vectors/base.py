@@ -301,6 +301,19 @@ def check_search(
     )
 
 
+# (point id, session_id, segment_id)
+SegmentPointKey = tuple[str, str, str]
+SCAN_PAGE = 1000
+
+
+def segment_key(point_id_: object, payload: Mapping[str, Any] | None) -> SegmentPointKey | None:
+    """The key of a scanned point, or None for an entity point (or a payload without one)."""
+    p = payload or {}
+    if p.get("kind", "segment") != "segment" or "session_id" not in p or "segment_id" not in p:
+        return None
+    return (str(point_id_), str(p["session_id"]), str(p["segment_id"]))
+
+
 class VectorStore(ABC):
     """Vectors of segments and entities, searched by cosine similarity.
 
@@ -354,6 +367,11 @@ class VectorStore(ABC):
 
     @abstractmethod
     async def count(self, space: SpaceName) -> int: ...
+
+    async def segment_points(self, space: SpaceName | str) -> list[SegmentPointKey]:
+        """(point id, session_id, segment_id) of every segment point in the space, read in
+        pages (the drift check compares them with PostgreSQL)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list its points")
 
     @abstractmethod
     async def spaces(self) -> list[str]:

@@ -62,10 +62,12 @@ from context_engine.vectors.base import (
     HNSW_EF_CONSTRUCT,
     HNSW_M,
     INDEXED_FIELDS,
+    SCAN_PAGE,
     SEARCH_EF,
     Kind,
     Prepared,
     SearchFilter,
+    SegmentPointKey,
     SpaceName,
     UnknownSpaceError,
     VectorHit,
@@ -74,6 +76,7 @@ from context_engine.vectors.base import (
     VectorStoreError,
     check_search,
     prepare,
+    segment_key,
 )
 from her_os_shared.logging import get_logger
 
@@ -522,6 +525,24 @@ class EdgeVectorStore(VectorStore):
         return await self._read(
             self._with_live, sp, lambda shard: shard.count(qe.CountRequest(exact=True))
         )
+
+    async def segment_points(self, space: SpaceName | str) -> list[SegmentPointKey]:
+        sp = await self._space(self.name_of(space))
+        out: list[SegmentPointKey] = []
+        offset: Any = None
+        while True:
+            request = qe.ScrollRequest(
+                offset=offset,
+                limit=SCAN_PAGE,
+                with_payload=["kind", "session_id", "segment_id"],
+                with_vector=False,
+            )
+            records, offset = await self._read(
+                self._with_live, sp, lambda shard, r=request: shard.scroll(r)
+            )
+            out.extend(k for rec in records if (k := segment_key(rec.id, rec.payload)))
+            if offset is None:
+                return out
 
     async def stats(self, space: SpaceName) -> dict[str, Any]:
         """Points, unindexed points and whether an index build is running."""

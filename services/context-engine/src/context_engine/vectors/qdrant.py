@@ -26,9 +26,11 @@ from context_engine.vectors.base import (
     HNSW_EF_CONSTRUCT,
     HNSW_M,
     INDEXED_FIELDS,
+    SCAN_PAGE,
     SEARCH_EF,
     Kind,
     SearchFilter,
+    SegmentPointKey,
     SpaceName,
     UnknownSpaceError,
     VectorHit,
@@ -38,6 +40,7 @@ from context_engine.vectors.base import (
     VectorStoreUnavailable,
     check_search,
     prepare,
+    segment_key,
 )
 from her_os_shared.logging import get_logger
 
@@ -317,6 +320,24 @@ class QdrantVectorStore(VectorStore):
         return [
             VectorHit(str(p.id), float(p.score), dict(p.payload or {})) for p in response.points
         ]
+
+    async def segment_points(self, space: SpaceName | str) -> list[SegmentPointKey]:
+        name = self.name_of(space)
+        await self._require(name)
+        out: list[SegmentPointKey] = []
+        offset: Any = None
+        while True:
+            records, offset = await self._wrap(
+                self.client.scroll,
+                name,
+                limit=SCAN_PAGE,
+                offset=offset,
+                with_payload=["kind", "session_id", "segment_id"],
+                with_vectors=False,
+            )
+            out.extend(k for rec in records if (k := segment_key(rec.id, rec.payload)))
+            if offset is None:
+                return out
 
     async def count(self, space: SpaceName) -> int:
         name = self.name_of(space)
