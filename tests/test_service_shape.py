@@ -68,6 +68,8 @@ BUILT_ENDPOINTS: dict[str, dict[str, set[str]]] = {
         "/v1/sessions/{session_id}": {"get", "delete"},
         "/v1/forget": {"post"},
         "/v1/forget/{request_id}": {"get"},
+        "/v1/check": {"get"},
+        "/v1/check/repair": {"post"},
         "/v1/stats": {"get"},
         "/v1/jobs": {"get"},
         "/v1/jobs/{job_id}/retry": {"post"},
