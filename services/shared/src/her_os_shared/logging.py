@@ -44,6 +44,14 @@ class RedactQueryTokens(logging.Filter):
         return True
 
 
+class RedactingFormatter(structlog.stdlib.ProcessorFormatter):
+    """The last word on every line: a query token is redacted whoever logged it (uvicorn's
+    access log, httpx's "HTTP Request: GET …?token=…", a traceback, our own events)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_query_tokens(super().format(record))
+
+
 def configure_logging(service: str, level: str = "info", fmt: str = "json") -> None:
     renderer: Any = (
         structlog.processors.JSONRenderer()
@@ -58,7 +66,7 @@ def configure_logging(service: str, level: str = "info", fmt: str = "json") -> N
     )
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
+        RedactingFormatter(
             foreign_pre_chain=_SHARED,
             processors=[
                 structlog.stdlib.ProcessorFormatter.remove_processors_meta,

@@ -14,6 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from her_os_shared.auth import TokenConfigError, check_token_config
 from her_os_shared.logging import configure_logging, get_logger
+from her_os_shared.ratelimit import AuthFailureLimitMiddleware
 from her_os_shared.settings import ServiceSettings
 
 
@@ -111,6 +112,12 @@ def create_service_app(
     app = FastAPI(title=title, version=version, lifespan=_lifespan)
     app.state.settings = settings
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    # Outside the body limit: a locked-out client is refused before anything is read.
+    app.add_middleware(
+        AuthFailureLimitMiddleware,
+        limit=settings.auth_failure_limit,
+        window_s=settings.auth_failure_window_s,
+    )
 
     @app.get("/health", tags=["health"], summary="Liveness and readiness (no auth)")
     async def health() -> JSONResponse:
@@ -137,7 +144,13 @@ def serve(app_factory: Callable[[], FastAPI], settings: ServiceSettings, service
     except TokenConfigError as exc:
         get_logger(service).error("service.refused_to_start", reason=str(exc))
         raise SystemExit(2) from None
-    config = uvicorn.Config(
+    uvicorn.Server(server_config(app, settings)).run()
+
+
+def server_config(app: FastAPI, settings: ServiceSettings) -> uvicorn.Config:
+    """How every service runs under uvicorn: our logging (access lines only at debug, with
+    query tokens redacted by configure_logging), no Server header."""
+    return uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
@@ -146,4 +159,3 @@ def serve(app_factory: Callable[[], FastAPI], settings: ServiceSettings, service
         timeout_graceful_shutdown=int(settings.graceful_shutdown_s),
         server_header=False,
     )
-    uvicorn.Server(config).run()

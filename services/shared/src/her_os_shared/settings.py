@@ -22,6 +22,12 @@ class ServiceSettings(BaseSettings):
     allow_insecure_no_token: bool = False
     # Largest request body accepted, in bytes; larger bodies get 413 before being read whole.
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    # Rate limiting after repeated auth failures: a client address with this many failed token
+    # checks within auth_failure_window_s gets 429 (with Retry-After) on everything but
+    # /health. 0 turns it off.
+    auth_failure_limit: int = Field(default=20, ge=0)
+    # The window those failures are counted in; the lockout lasts as long.
+    auth_failure_window_s: float = Field(default=60.0, gt=0)
     # Seconds uvicorn waits for open requests on shutdown.
     graceful_shutdown_s: float = Field(default=10.0, ge=0)
 
