@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Path, Query, Response
 
 from context_engine.consolidate import get_run, list_runs, tier_stats
-from context_engine.routes.deps import RuntimeDep
+from context_engine.routes.deps import PG_BIGINT_MAX, RuntimeDep
 from context_engine.schemas import ConsolidationRunOut, ConsolidationRunPage, TierStats
 
 router = APIRouter(tags=["memory tiers"])
@@ -62,7 +62,7 @@ async def consolidate(
 async def get_runs(
     runtime: RuntimeDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 20,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=PG_BIGINT_MAX)] = 0,
 ) -> ConsolidationRunPage:
     async with runtime.db.main.connect() as conn:
         runs = await list_runs(conn, limit=limit, offset=offset)

@@ -19,6 +19,9 @@ def get_runtime(request: Request) -> Runtime:
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+# PostgreSQL's bigint: a larger id or offset is a 422 here, not a database error (500; found
+# by schemathesis).
+PG_BIGINT_MAX = 2**63 - 1
 SessionIdPath = Annotated[
     str, Path(pattern=ID_PATTERN, max_length=128, description="[A-Za-z0-9_-]{1,128}")
 ]

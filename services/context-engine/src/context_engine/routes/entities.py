@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, HTTPException, Path, Query
 
 from context_engine.entities import get_entity, list_entities
-from context_engine.routes.deps import RuntimeDep
+from context_engine.routes.deps import PG_BIGINT_MAX, RuntimeDep
 from context_engine.schemas import EntityDetail, EntityPage
 
 router = APIRouter(tags=["entities"])
@@ -35,7 +35,7 @@ async def get_entities(
         bool, Query(description="also entities only older extractor versions mentioned")
     ] = False,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=PG_BIGINT_MAX)] = 0,
 ) -> EntityPage:
     async with runtime.db.main.connect() as conn:
         items, total = await list_entities(

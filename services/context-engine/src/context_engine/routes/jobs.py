@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query
 
-from context_engine.routes.deps import RuntimeDep
+from context_engine.routes.deps import PG_BIGINT_MAX, RuntimeDep
 from context_engine.schemas import JobOut, JobPage
 
 router = APIRouter(tags=["operations"])
@@ -19,7 +19,7 @@ async def list_jobs(
     runtime: RuntimeDep,
     status: JobStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=PG_BIGINT_MAX)] = 0,
 ) -> JobPage:
     jobs = await runtime.jobs.list_jobs(status=status, limit=limit, offset=offset)
     return JobPage.model_validate({"jobs": jobs, "limit": limit, "offset": offset})
@@ -31,7 +31,9 @@ async def list_jobs(
     summary="Queue a dead-lettered (failed) job again",
     responses={404: {"description": "no failed job with this id"}},
 )
-async def retry_job(runtime: RuntimeDep, job_id: Annotated[int, Path(ge=1)]) -> JobOut:
+async def retry_job(
+    runtime: RuntimeDep, job_id: Annotated[int, Path(ge=1, le=PG_BIGINT_MAX)]
+) -> JobOut:
     if not await runtime.jobs.retry_failed(job_id):
         raise HTTPException(status_code=404, detail=f"no failed job {job_id}")
     (job,) = await runtime.jobs.list_jobs(job_id=job_id)

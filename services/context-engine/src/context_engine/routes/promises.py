@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, HTTPException, Path, Query
 
 from context_engine.promises import list_promises, mark_fulfilled
-from context_engine.routes.deps import RuntimeDep
+from context_engine.routes.deps import PG_BIGINT_MAX, RuntimeDep
 from context_engine.schemas import PromiseOut, PromisePage
 
 router = APIRouter(tags=["promises"])
@@ -22,7 +22,7 @@ async def get_promises(
         Literal["open", "fulfilled", "all"], Query(description="open, fulfilled or all")
     ] = "open",
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=PG_BIGINT_MAX)] = 0,
 ) -> PromisePage:
     async with runtime.db.main.connect() as conn:
         items, total = await list_promises(conn, status=status, limit=limit, offset=offset)

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query
 
 from context_engine import sessions
-from context_engine.routes.deps import RuntimeDep, SessionIdPath
+from context_engine.routes.deps import PG_BIGINT_MAX, RuntimeDep, SessionIdPath
 from context_engine.schemas import SessionDetail, SessionPage
 
 router = APIRouter(tags=["sessions"])
@@ -18,7 +18,7 @@ router = APIRouter(tags=["sessions"])
 async def list_sessions(
     runtime: RuntimeDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=PG_BIGINT_MAX)] = 0,
     since: Annotated[datetime | None, Query(description="started at or after")] = None,
     until: Annotated[datetime | None, Query(description="started before")] = None,
 ) -> SessionPage:
