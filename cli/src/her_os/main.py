@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +14,7 @@ import typer
 from pydantic import ValidationError
 
 from her_os import backup as backups
+from her_os import check as checks
 from her_os import control, supervisor, ui
 from her_os.config import PORT_SETTINGS, Settings, load_settings
 from her_os.logs import follow, log_names, tail_lines
@@ -260,6 +262,66 @@ def rebuild(
         raise typer.Exit(1)
     result = _data_command(lambda: backups.rebuild(layout), "moved aside")
     ui.ok(f"derived stores moved to {result.path}; `her-os up` rebuilds them from the transcripts")
+
+
+@app.command()
+def check(
+    data_dir: DataDir = None,
+    repair: Annotated[
+        bool, typer.Option("--repair", help="Repair the drift, then check again.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            help="The context engine's URL (default: the one `her-os up` runs).",
+            show_default=False,
+        ),
+    ] = None,
+    wait: Annotated[
+        float,
+        typer.Option(help="After --repair: seconds to wait for the jobs it queued."),
+    ] = 300.0,
+) -> None:
+    """Compare the JSONL transcripts with PostgreSQL, the vectors and the graph episodes.
+    Exit code 0 only when no drift remains; rows PostgreSQL has without a JSONL line are
+    reported, never deleted."""
+    layout = _layout(data_dir)
+    try:
+        target = checks.find_engine(layout, url, os.environ.get("HER_OS_INTERNAL_TOKEN"))
+        checker = checks.Checker(target)
+        try:
+            if as_json:
+                result = checker.run(repair=repair, progress=lambda _m: None, wait_s=wait)
+            else:
+                with ui.console.status("Checking the stores…") as spinner:
+                    result = checker.run(
+                        repair=repair,
+                        progress=lambda m: spinner.update(m),
+                        wait_s=wait,
+                    )
+        finally:
+            checker.close()
+    except checks.CheckError as exc:
+        ui.fail(str(exc))
+        raise typer.Exit(2) from None
+    final = checks.final_report(result)
+    if as_json:
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+    else:
+        if repair:
+            ui.console.print(ui.drift_table(result["before"], checks.REPAIRS, "drift found"))
+            done = {k: v for k, v in result["repaired"].items() if v}
+            ui.note("repaired: " + (", ".join(f"{k} {v}" for k, v in done.items()) or "nothing"))
+        ui.console.print(
+            ui.drift_table(final, checks.REPAIRS, "drift after repair" if repair else "drift")
+        )
+        ui.check_summary(final)
+        if final["drift_total"]:
+            ui.fail(f"{final['drift_total']} drifted between the stores")
+        else:
+            ui.ok("the stores agree with the JSONL transcripts")
+    raise typer.Exit(1 if final["drift_total"] else 0)
 
 
 if __name__ == "__main__":

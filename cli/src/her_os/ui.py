@@ -67,3 +67,28 @@ def status_table(report: dict[str, Any]) -> Table:
         pid = str(comp["pid"]) if comp["pid"] is not None else "-"
         table.add_row(comp["name"], pid, str(comp["port"]), health, comp["detail"])
     return table
+
+
+def drift_table(report: dict[str, Any], repairs: dict[str, str], title: str) -> Table:
+    """One row per kind of drift: count, sessions, a few ids, and what a repair does."""
+    table = Table(title=title, title_justify="left")
+    for column in ("drift", "count", "sessions", "sample", "repair"):
+        table.add_column(column, overflow="fold")
+    for kind, drift in report["drift"].items():
+        count = Text(str(drift["count"]), "red" if drift["count"] else "green")
+        sample = ", ".join(drift["sample"][:3]) + (" …" if len(drift["sample"]) > 3 else "")
+        table.add_row(kind, count, str(drift["sessions"]), sample, repairs.get(kind, ""))
+    return table
+
+
+def check_summary(report: dict[str, Any]) -> None:
+    """What was compared, what was not checked, and what is still in flight."""
+    counts = report["counts"]
+    if counts:
+        note("compared: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    for store, why in report["skipped"].items():
+        note(f"{store} not checked: {why}")
+    if report["pending"]:
+        note("still queued: " + ", ".join(f"{k} {v}" for k, v in report["pending"].items()))
+    if report["forgetting"]:
+        note(f"{report['forgetting']} sessions of unfinished forget requests left out")

@@ -3,12 +3,26 @@ zero — except PostgreSQL rows with no JSONL line, which are only reported (not
 
 from __future__ import annotations
 
+import asyncio
+import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from engine_harness import Engine, eventually, ingest, query, write_conversation
+from engine_harness import (
+    TOKEN,
+    Engine,
+    eventually,
+    ingest,
+    query,
+    serve_engine,
+    write_conversation,
+)
 from falkordb_harness import cypher
+from sqlalchemy import text
 
+from context_engine.check import StoreChecker
+from context_engine.config import Settings
 from context_engine.vectors.base import point_id
 from her_os_shared.jsonl import append_records
 from her_os_shared.transcript import Segment, TranscriptPayload
@@ -70,8 +84,6 @@ async def test_check_finds_and_repairs_drift_in_every_store(graph_engine: Engine
     append_records(transcripts, "ca", [TranscriptPayload(
         session_id="ca", device_id="dev1", session_started_at=T0, segments=[late])])  # fmt: skip
     async with engine.runtime.db.main.begin() as conn:
-        from sqlalchemy import text
-
         # a row lost from PostgreSQL (its vector row goes with it: its point is an orphan)
         await conn.execute(text("DELETE FROM segments WHERE segment_id = 'ca-1'"))
         # a row PostgreSQL has and no JSONL line: reported, never deleted
@@ -148,8 +160,6 @@ async def test_graph_orphan_episode_is_removed(graph_engine: Engine) -> None:
     # The session leaves the JSONL and PostgreSQL behind the graph's back.
     (transcripts / "gone.jsonl").unlink()
     async with engine.runtime.db.main.begin() as conn:
-        from sqlalchemy import text
-
         await conn.execute(text("DELETE FROM sessions WHERE session_id = 'gone'"))
         await conn.execute(text("DELETE FROM ingest_offsets WHERE session_id = 'gone'"))
     embedding = engine.runtime.embedding
@@ -168,3 +178,45 @@ async def test_check_needs_the_token(engine: Engine) -> None:
     report = await check(engine)  # no graph configured: said, not failed
     assert report["skipped"] == {"graph": "no graph configured"}
     assert report["drift_total"] == 0
+
+
+async def test_her_os_check_command(settings: Settings, tmp_path: Path) -> None:
+    """The CLI against a served engine: drift → exit 1 with the table; --repair → exit 0."""
+    from typer.testing import CliRunner
+
+    from her_os.main import app
+
+    runner = CliRunner()
+    env = {"HER_OS_INTERNAL_TOKEN": TOKEN}
+    data = ["--data-dir", str(tmp_path / "platform")]
+    async for served in serve_engine(settings):
+        transcripts = settings.transcripts_dir
+        write_conversation(transcripts, "cli", T0, LINES)
+
+        async def embedded(checker: StoreChecker = served.runtime.checker) -> bool | None:
+            rows = await checker.check()
+            return True if rows.counts.get("vector_points") == 3 and not rows.pending else None
+
+        await eventually(embedded, "the session's vectors", deadline_s=60)
+        await served.runtime.watcher.stop()
+        async with served.runtime.db.main.begin() as conn:
+            await conn.execute(text("DELETE FROM segments WHERE segment_id = 'cli-2'"))
+
+        args = ["check", *data, "--url", served.base_url]
+        found = await asyncio.to_thread(runner.invoke, app, [*args, "--json"], env=env)
+        assert found.exit_code == 1, found.output
+        # (the engine's own log lines share this process's stdout)
+        out = found.stdout
+        report, _ = json.JSONDecoder().raw_decode(out[out.index('{\n  "') :])
+        assert report["drift"]["jsonl_not_in_postgres"]["sample"] == ["cli/cli-2"]
+
+        fixed = await asyncio.to_thread(runner.invoke, app, [*args, "--repair"], env=env)
+        assert fixed.exit_code == 0, fixed.output
+        assert "drift after repair" in fixed.output
+        assert "the stores agree with the JSONL transcripts" in fixed.output
+        async with served.runtime.db.main.connect() as conn:
+            assert (await conn.execute(text("SELECT count(*) FROM segments"))).scalar() == 3
+
+    # no engine running: said, exit code 2
+    gone = await asyncio.to_thread(runner.invoke, app, ["check", *data], env=env)
+    assert gone.exit_code == 2 and "not running" in gone.output
