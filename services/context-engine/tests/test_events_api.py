@@ -449,3 +449,21 @@ async def test_the_retention_job_deletes_only_events_past_the_window(engine: Eng
     assert await jobs.purge_events(now=now) == 2
     rows = await query(engine, "SELECT reasoning FROM observability_events ORDER BY timestamp")
     assert [r["reasoning"] for r in rows] == ["recent", "new"]
+
+
+async def test_the_auth_gate_counts_let_through_refused_and_locked_out(settings) -> None:
+    from engine_harness import TOKEN, start_engine
+
+    s = settings.model_copy(update={"auth_failure_limit": 2, "events_stats_interval_s": 3600.0})
+    async for engine in start_engine(s):
+        engine.runtime.auth_counts.clear()
+        ok = await engine.get("/v1/stats")
+        bad = [
+            await engine.client.get("/v1/stats", headers={"X-Internal-Token": "x" * 32})
+            for _ in range(2)
+        ]
+        locked = await engine.client.get("/v1/stats", headers={"X-Internal-Token": TOKEN})
+        assert ok.status_code == 200 and [r.status_code for r in bad] == [401, 401]
+        assert locked.status_code == 429  # the right token, from a locked-out address
+        counts = engine.runtime.auth_counts
+        assert (counts["passed"], counts["refused"], counts["locked_out"]) == (1, 2, 1)

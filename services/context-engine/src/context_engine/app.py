@@ -77,9 +77,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 class AuthCountMiddleware:
-    """Counts the /v1 requests the token check let through (anything but a 401), for the
-    auth gate's (basilisk's) metric event; refusals are counted by the failure hook. Plain
-    ASGI, so streamed responses (the event stream) pass untouched."""
+    """Counts the /v1 requests the token check let through (anything but a 401 or a 429), and
+    those refused because their address is locked out after repeated failures (429, the shared
+    rate limiter), for the auth gate's (basilisk's) metric event; refusals of a bad token are
+    counted by the failure hook. Plain ASGI, so streamed responses (the event stream) pass
+    untouched."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -93,7 +95,8 @@ class AuthCountMiddleware:
             if message["type"] == "http.response.start" and message["status"] != 401:
                 runtime = getattr(scope["app"].state, "runtime", None)
                 if runtime is not None:
-                    runtime.auth_counts["passed"] += 1
+                    locked = message["status"] == 429
+                    runtime.auth_counts["locked_out" if locked else "passed"] += 1
             await send(message)
 
         await self.app(scope, receive, counting_send)

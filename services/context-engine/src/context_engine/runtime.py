@@ -231,9 +231,10 @@ class Runtime:
             if counts:
                 await self.recorder.emit(
                     "basilisk", "metric",
-                    data={"passed": counts["passed"], "refused": counts["refused"]},
+                    data={"passed": counts["passed"], "refused": counts["refused"],
+                          "locked_out": counts["locked_out"]},
                     reasoning=f"{counts['passed']} requests let through, "
-                    f"{counts['refused']} refused",
+                    f"{counts['refused']} refused, {counts['locked_out']} locked out",
                 )  # fmt: skip
             stats = self.chronicler.stats()
             await self.recorder.emit(
