@@ -14,6 +14,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 from engine_harness import TOKEN, start_engine
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -21,6 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from context_engine.config import Settings
 from her_os_shared.jsonl import JsonlReader, append_records
 from her_os_shared.transcript import Segment, TranscriptPayload
+
+pytest_plugins = ["falkordb_harness"]
 
 T0 = datetime(2026, 4, 2, 8, 0, tzinfo=UTC)
 
@@ -181,3 +184,113 @@ async def test_files_written_while_the_engine_starts_are_all_ingested_once(
     finally:
         stop.set()
         thread.join()
+
+
+# --- every store: PostgreSQL, the vectors and the graph episodes ----------------------------
+
+
+def _spawn_on(port: int, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "context_engine"],
+            env={**os.environ, **env, "CONTEXT_ENGINE_PORT": str(port)},
+            stdout=out,
+            stderr=out,
+        )
+
+
+async def _scalar(db: AsyncEngine, sql: str) -> int:
+    try:
+        async with db.connect() as conn:
+            return int((await conn.execute(text(sql))).scalar() or 0)
+    except Exception:  # the schema may not exist yet
+        return 0
+
+
+async def test_sigkill_mid_load_then_every_store_matches_the_jsonl(
+    db_url: str, tmp_path: Path, falkordb_server: str, graph_group: str
+) -> None:
+    """SIGKILL while segments are ingested, embedded and written to the graph; after the
+    restart and the jobs, the drift check finds JSONL ≡ PostgreSQL ≡ vectors ≡ graph."""
+    sessions, per_session = 12, 100
+    transcripts = tmp_path / "transcripts"
+    write_backlog(transcripts, files=sessions, per_file=per_session)
+    total = sessions * per_session
+    env = {
+        "CONTEXT_ENGINE_DATABASE_URL": db_url,
+        "CONTEXT_ENGINE_TRANSCRIPTS_DIR": str(transcripts),
+        "CONTEXT_ENGINE_EVENTS_DIR": str(tmp_path / "events"),
+        "CONTEXT_ENGINE_SEARCH_INDEX_DIR": str(tmp_path / "search-index"),
+        "CONTEXT_ENGINE_VECTOR_DIR": str(tmp_path / "vectors"),
+        "CONTEXT_ENGINE_GRAPH_URL": falkordb_server,
+        "CONTEXT_ENGINE_GRAPH_GROUP_ID": graph_group,
+        "CONTEXT_ENGINE_INTERNAL_TOKEN": TOKEN,
+        "CONTEXT_ENGINE_INGEST_BATCH_SEGMENTS": "50",
+        "CONTEXT_ENGINE_EMBED_BATCH_SEGMENTS": "16",
+        "CONTEXT_ENGINE_JOB_RETRY_BASE_S": "0.5",
+        "CONTEXT_ENGINE_JOB_RETRY_MAX_S": "2",
+    }
+    db = create_async_engine(db_url)
+    log = tmp_path / "engine.log"
+    graphed = "SELECT count(*) FROM session_stages WHERE stage = 'graph' AND status = 'done'"
+    try:
+        proc = _spawn_on(_free_port(), env, log)
+        try:
+            deadline = time.monotonic() + 180
+            while await _scalar(db, graphed) == 0:  # the first session reached the graph
+                assert proc.poll() is None, log.read_text()[-3000:]
+                assert time.monotonic() < deadline, "no graph stage finished"
+                await asyncio.sleep(0.02)
+            proc.send_signal(signal.SIGKILL)
+        finally:
+            proc.kill()
+            proc.wait()
+        at_kill = {
+            "segments": await _scalar(db, "SELECT count(*) FROM segments"),
+            "vectors": await _scalar(db, "SELECT count(*) FROM segment_vectors"),
+            "graph": await _scalar(db, graphed),
+        }
+        assert at_kill["vectors"] < total or at_kill["graph"] < sessions, (
+            f"the kill did not land mid-load: {at_kill}"
+        )
+        # Jobs the dead worker held are rescued by the new engine once the dead worker's
+        # heartbeat is 30 s old (runtime._rescue_after_start), not 5 minutes later.
+        port = _free_port()
+        proc = _spawn_on(port, env, log)
+        try:
+            async with httpx.AsyncClient(
+                base_url=f"http://127.0.0.1:{port}", headers={"X-Internal-Token": TOKEN}
+            ) as client:
+                deadline = time.monotonic() + 300
+                report: dict[str, object] = {}
+                while time.monotonic() < deadline:
+                    assert proc.poll() is None, log.read_text()[-3000:]
+                    try:
+                        r = await client.get("/v1/check", timeout=60)
+                    except httpx.HTTPError:
+                        r = None
+                    if r is not None and r.status_code == 200:
+                        report = r.json()
+                        c = report["counts"]
+                        if (
+                            report["drift_total"] == 0
+                            and not report["pending"]
+                            and c.get("graph_done") == sessions
+                            and c.get("vector_points") == total
+                        ):
+                            break
+                    await asyncio.sleep(1.0)
+                else:
+                    raise AssertionError(f"stores never matched the JSONL (killed at {at_kill}): "
+                                         f"{report}")  # fmt: skip
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+        counts = report["counts"]
+        assert isinstance(counts, dict)
+        assert counts["jsonl_segments"] == counts["postgres_segments"] == total
+        assert counts["vector_rows"] == counts["vector_points"] == total
+        assert counts["graph_done"] == counts["graph_episodes"] == sessions
+        assert report["skipped"] == {}
+    finally:
+        await db.dispose()

@@ -47,6 +47,8 @@ from her_os_shared.logging import get_logger
 log = get_logger(__name__)
 
 JOBS_SCHEMA = "procrastinate"  # created by migration 0002
+# A worker silent this long is dead (procrastinate's heartbeat default): its jobs are stalled.
+STALLED_AFTER_S = 30.0
 JOB_STATUSES = ("todo", "doing", "succeeded", "failed", "cancelled", "aborting", "aborted")
 
 
@@ -415,7 +417,9 @@ class JobQueue:
 
     async def rescue_stalled(self) -> int:
         """Jobs left `doing` by a worker that stopped heartbeating go back to `todo`."""
-        stalled = list(await self.app.job_manager.get_stalled_jobs())
+        stalled = list(
+            await self.app.job_manager.get_stalled_jobs(seconds_since_heartbeat=STALLED_AFTER_S)
+        )
         for job in stalled:
             await self.app.job_manager.retry_job(job)
         if stalled:

@@ -29,7 +29,7 @@ from context_engine.graph_leg import GraphLeg
 from context_engine.health import Health, Outcomes, Probe
 from context_engine.health import check as check_health
 from context_engine.ingest import Ingestor
-from context_engine.jobs import JobQueue, run_forever
+from context_engine.jobs import STALLED_AFTER_S, JobQueue, run_forever
 from context_engine.migrate import migrate_until_done
 from context_engine.recorder import EventRecorder
 from context_engine.retrieve import FusionParams, RetrievalLeg, Retriever
@@ -268,6 +268,9 @@ class Runtime:
             self._tasks.append(
                 asyncio.create_task(run_forever(self.jobs, self._stopping), name="job-worker")
             )
+            self._tasks.append(
+                asyncio.create_task(self._rescue_after_start(), name="jobs-rescue-at-start")
+            )
         if self.search_index is not None:
             await self.search_index.open()
         if self.graph is not None:
@@ -297,6 +300,16 @@ class Runtime:
                 continue
             self._jobs_open = True
             return
+
+    async def _rescue_after_start(self) -> None:
+        """Jobs a killed worker held stay `doing` until its heartbeat is STALLED_AFTER_S old;
+        the periodic rescue then takes up to 5 minutes more. Once that age is reached after a
+        restart, rescue them at once: a SIGKILL costs seconds, not minutes (issue 11)."""
+        await asyncio.sleep(STALLED_AFTER_S + 2)
+        try:
+            await self.jobs.rescue_stalled()
+        except Exception as exc:  # the periodic rescue tries again
+            log.warning("jobs.rescue_at_start_failed", error=repr(exc)[:300])
 
     async def _open_graph(self) -> None:
         """Indices and constraints, retried until the graph server answers; graph jobs that
