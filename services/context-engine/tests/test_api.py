@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_harness import Engine, eventually, ingest
+from engine_harness import Engine, eventually, ingest, start_engine
 from fastapi import FastAPI
 from sqlalchemy import insert, text
 
@@ -139,7 +139,14 @@ def v1_operations(app: FastAPI) -> list[tuple[str, str, str]]:
     return out
 
 
-async def test_every_v1_route_requires_the_token(engine: Engine) -> None:
+async def test_every_v1_route_requires_the_token(settings: Settings) -> None:
+    # Three refusals per route from one address: the lockout after repeated failures
+    # (tests/test_security.py) is switched off here so that every refusal is the token's.
+    async for engine in start_engine(settings.model_copy(update={"auth_failure_limit": 0})):
+        await _every_v1_route_requires_the_token(engine)
+
+
+async def _every_v1_route_requires_the_token(engine: Engine) -> None:
     ops = v1_operations(engine.app)
     assert KNOWN_ROUTES <= {(m, p) for m, p, _ in ops}
 
