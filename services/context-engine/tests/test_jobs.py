@@ -504,6 +504,103 @@ async def test_a_dead_letter_can_be_retried_by_hand(engine: Engine, settings: Se
     assert (await engine.post(f"/v1/jobs/{job_id}/retry")).status_code == 404
 
 
+async def test_a_retry_gives_way_to_a_job_of_the_same_key_deferred_meanwhile(
+    engine: Engine, settings: Settings
+) -> None:
+    # A stage job fails while a job of the same key was queued during its run (a new ingest,
+    # a forget re-deriving the session): procrastinate's retry collides with the waiting
+    # job's queueing lock. The failed job must not stay 'doing' (its lock would keep the
+    # waiting one from ever starting): it gives way, and the waiting job does the work.
+    runtime = engine.runtime
+    write(settings, "s1", seg("g1", 0, 2))
+    await ingest(engine, "s1")
+    await wait_finalised(engine, "s1", 1)
+    key = StageKey("s1", "racy", 1)
+    calls: list[int] = []
+
+    async def body(k: StageKey) -> str:
+        calls.append(len(calls))
+        if len(calls) == 1:
+            assert await runtime.jobs.defer_stage("racy_stage", key, session_id="s1") is not None
+            raise RuntimeError("the session changed under me")
+        async with runtime.db.main.begin() as conn:
+            await stages.mark(conn, k, stages.DONE, fingerprint="fp")
+        return "done"
+
+    @runtime.jobs.app.task(name="racy_stage", retry=runtime.jobs.retry, pass_context=True)
+    async def racy_stage(context: procrastinate.JobContext, session_id: str) -> str:
+        assert context.job is not None
+        return await runtime.jobs.run_stage(context.job, key, body)
+
+    first = await runtime.jobs.defer_stage("racy_stage", key, session_id="s1")
+    assert first is not None
+
+    async def stage_done() -> dict[str, Any] | None:
+        row = await stage_row(engine, "s1", "racy")
+        return row if row is not None and row["status"] == stages.DONE else None
+
+    done = await eventually(stage_done, "the waiting job to complete the stage")
+    assert calls == [0, 1] and done["last_error"] is None
+    jobs = await query(
+        engine,
+        "SELECT id, status::text AS status FROM procrastinate.procrastinate_jobs"
+        " WHERE task_name = 'racy_stage' ORDER BY id",
+    )
+    # The failed run was superseded (deleted) by the waiting job, which succeeded.
+    assert [j["id"] for j in jobs] == [done["job_id"]] and done["job_id"] != first
+    assert jobs[0]["status"] == "succeeded"
+
+
+async def test_a_retry_blocked_by_other_work_becomes_a_dead_letter(engine: Engine) -> None:
+    # The job waiting under the same queueing lock has other arguments (not the same work):
+    # the failed job ends 'failed' (retryable by hand), never stuck 'doing'.
+    runtime = engine.runtime
+    ran: list[str] = []
+    waiting: list[int] = []
+
+    def queued(**options: Any) -> Any:
+        return runtime.jobs.app.configure_task("noted_task", queueing_lock="q", **options)
+
+    @runtime.jobs.app.task(name="noted_task", retry=runtime.jobs.retry)
+    async def noted_task(note: str) -> None:
+        ran.append(note)
+        if ran == ["first"]:  # deferred while this one runs, due in an hour: it waits
+            waiting.append(await queued(schedule_in={"hours": 1}).defer_async(note="second"))
+            raise RuntimeError("boom")
+
+    first = await queued().defer_async(note="first")
+    await wait_job(engine, first, "failed")
+    assert (await job_row(engine, first))["attempts"] == 1
+
+    # By hand, while the other job of its queueing lock waits: 409 naming it, nothing changed.
+    r = await engine.post(f"/v1/jobs/{first}/retry")
+    assert r.status_code == 409 and f"job {waiting[0]}" in r.json()["detail"], r.text
+    assert (await job_row(engine, first))["status"] == "failed"
+    # Once nothing of its lock waits, it is queued again and runs.
+    assert await runtime.jobs.app.job_manager.cancel_job_by_id_async(waiting[0])
+    r = await engine.post(f"/v1/jobs/{first}/retry")
+    assert r.status_code == 200 and r.json()["id"] == first, r.text
+    await wait_job(engine, first, "succeeded")
+    assert ran == ["first", "first"]
+
+
+async def test_a_dead_letter_retried_by_hand_gives_way_to_the_same_work_waiting(
+    engine: Engine, settings: Settings
+) -> None:
+    double, job_id = await dead_letter(engine, settings)
+    runtime = engine.runtime
+    waiting = await runtime.jobs.app.configure_task(
+        "always_failing_stage", queueing_lock=double.key.lock, schedule_in={"hours": 1}
+    ).defer_async(session_id="s1")
+    r = await engine.post(f"/v1/jobs/{job_id}/retry")
+    assert r.status_code == 200, r.text
+    assert r.json()["id"] == waiting and r.json()["status"] == "todo"
+    gone = await query(
+        engine, "SELECT id FROM procrastinate.procrastinate_jobs WHERE id = :id", id=job_id
+    )
+    assert gone == []  # superseded by the waiting job
+
+
 async def test_retry_rejects_malformed_job_ids(engine: Engine) -> None:
     for bad in ("0", "-1", "abc", "1.5"):
         assert (await engine.post(f"/v1/jobs/{bad}/retry")).status_code == 422, bad

@@ -5,17 +5,25 @@ itself."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 from engine_harness import Engine, eventually, ingest, query, start_engine, write_conversation
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from context_engine.config import Settings
+from context_engine.embed.base import Embedder
+from context_engine.embedding import SegmentEmbedding
 from context_engine.vector_leg import VectorLeg
+from context_engine.vectors.edge import EdgeVectorStore
 
 T0 = datetime(2025, 6, 1, 10, 0, tzinfo=UTC)
 LATER = (T0 + timedelta(days=1)).isoformat()
@@ -183,3 +191,95 @@ async def test_repeated_queries_skip_the_model() -> None:
     await leg.query_vector("c")  # evicts "b", the least recently used
     await leg.query_vector("b")
     assert embedder.calls == ["what did priya say", "b", "c", "b"]
+
+
+# --- segments deleted while they are embedded (a forget, a replaced file) ---
+
+
+class DeletingEmbedderDouble(Embedder):
+    """Test double: fixed unit vectors; while "embedding", deletes `doomed` from PostgreSQL —
+    committed at once, or (`hold_s`) by a transaction left open that long, so the embed run's
+    own insert meets the delete in flight."""
+
+    name = "double"
+    dim = 8
+
+    def __init__(self, db: AsyncEngine, doomed: list[str], hold_s: float = 0.0) -> None:
+        self.db, self.doomed, self.hold_s = db, doomed, hold_s
+        self.pending: asyncio.Task[None] | None = None
+
+    async def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        if self.doomed:
+            doomed, self.doomed = self.doomed, []
+            conn = await self.db.connect()
+            tx = await conn.begin()
+            await conn.execute(
+                text("DELETE FROM segments WHERE segment_id = ANY(:g)"), {"g": doomed}
+            )
+
+            async def commit_later() -> None:
+                await asyncio.sleep(self.hold_s)
+                await tx.commit()
+                await conn.close()
+
+            self.pending = asyncio.create_task(commit_later())
+            if not self.hold_s:
+                await self.pending
+        return np.tile(np.eye(1, self.dim, dtype=np.float32), (len(texts), 1))
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        return np.eye(1, self.dim, dtype=np.float32)[0]
+
+
+async def _talk(db: AsyncEngine, sid: str, n: int) -> None:
+    async with db.begin() as conn:
+        await conn.execute(
+            text("INSERT INTO sessions (session_id, device_id, started_at) VALUES (:s, 'd', :t)"),
+            {"s": sid, "t": T0},
+        )
+        for i in range(n):
+            await conn.execute(
+                text(
+                    "INSERT INTO segments (session_id, segment_id, speaker, text, start_s, end_s,"
+                    " spoken_at, stt_engine, source_offset)"
+                    " VALUES (:s, :g, 'Asha', :x, :a, :b, :t, 'test', 0)"
+                ),
+                {"s": sid, "g": f"{sid}-{i}", "x": f"line {i}", "a": float(i), "b": i + 0.5,
+                 "t": T0 + timedelta(seconds=i)},
+            )  # fmt: skip
+
+
+async def _points(embedding: SegmentEmbedding) -> set[str]:
+    return {
+        segment_id for _, _, segment_id in await embedding.store.segment_points(embedding.space)
+    }
+
+
+@pytest.mark.parametrize("in_flight", [False, True], ids=["committed", "in-flight"])
+async def test_segments_deleted_while_embedded_leave_no_point(
+    db: AsyncEngine, tmp_path: Path, in_flight: bool
+) -> None:
+    await _talk(db, "d1", 3)
+    double = DeletingEmbedderDouble(db, ["d1-1"], hold_s=0.5 if in_flight else 0.0)
+    embedding = SegmentEmbedding(db, double, EdgeVectorStore(tmp_path / "vectors"))
+    await embedding.open()
+    try:
+        if in_flight:
+            # Its insert waits for the deleting transaction, then fails its foreign key: the
+            # batch's points are taken back and the job's retry embeds what is left.
+            with pytest.raises(IntegrityError):
+                await embedding.embed_session("d1")
+            assert await _points(embedding) == set()
+            assert await embedding.embed_session("d1") == 2
+        else:
+            # d1-0 and d1-2 kept; d1-2 again, its turn before is d1-0 now
+            assert await embedding.embed_session("d1") == 3
+        assert await _points(embedding) == {"d1-0", "d1-2"}
+        async with db.connect() as conn:
+            rows = (await conn.execute(text("SELECT segment_id FROM segment_vectors"))).scalars()
+            assert sorted(rows) == ["d1-0", "d1-2"]
+        assert await embedding.embed_session("d1") == 0
+    finally:
+        if double.pending is not None:
+            await double.pending
+        await embedding.close()

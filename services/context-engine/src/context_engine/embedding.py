@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from context_engine.embed.base import Embedder
@@ -57,6 +58,18 @@ _REPLACED = text(
     SELECT v.segment_id FROM segment_vectors v
     JOIN segments s ON s.session_id = v.session_id AND s.segment_id = v.segment_id
     WHERE v.space = :space AND v.session_id = :sid AND s.replaced_by IS NOT NULL
+    """
+)
+# What was embedded, for the segments that still exist (returned).
+_RECORD = text(
+    """
+    INSERT INTO segment_vectors (session_id, segment_id, space, text_sha)
+    SELECT s.session_id, s.segment_id, :space, v.sha
+    FROM unnest(CAST(:gids AS text[]), CAST(:shas AS text[])) AS v(segment_id, sha)
+    JOIN segments s ON s.session_id = :sid AND s.segment_id = v.segment_id
+    ON CONFLICT (session_id, segment_id, space)
+      DO UPDATE SET text_sha = EXCLUDED.text_sha, embedded_at = now()
+    RETURNING segment_id
     """
 )
 # Sessions with an active segment that has no vector in the space (a new space, a lost job).
@@ -147,27 +160,39 @@ class SegmentEmbedding:
                 for r, vec in zip(rows, vectors, strict=True)
             ]
             await self.store.upsert(self.space, points)
-            async with self.engine.begin() as conn:
-                stmt = pg_insert(SegmentVector).values(
-                    [
-                        {
-                            "session_id": r.session_id,
-                            "segment_id": r.segment_id,
-                            "space": self.space_name,
-                            "text_sha": r.sha,
-                        }
-                        for r in rows
-                    ]
-                )
-                await conn.execute(
-                    stmt.on_conflict_do_update(
-                        index_elements=["session_id", "segment_id", "space"],
-                        set_={"text_sha": stmt.excluded.text_sha, "embedded_at": text("now()")},
+            # Recorded only for segments still there: a forget or a replaced file may have
+            # deleted some while they were embedded, and their points must go too (a point
+            # outlives its segment otherwise, text and all).
+            ids = [r.segment_id for r in rows]
+            try:
+                async with self.engine.begin() as conn:
+                    kept = set(
+                        (
+                            await conn.execute(
+                                _RECORD,
+                                {
+                                    "space": self.space_name,
+                                    "sid": session_id,
+                                    "gids": ids,
+                                    "shas": [r.sha for r in rows],
+                                },
+                            )
+                        ).scalars()
                     )
-                )
-            done += len(rows)
+            except IntegrityError:  # deleted by a transaction that committed meanwhile
+                await self._drop_points(session_id, ids)
+                raise
+            if vanished := [g for g in ids if g not in kept]:
+                await self._drop_points(session_id, vanished)
+                log.info("embed.segments_vanished", session_id=session_id, count=len(vanished))
+            done += len(kept)
         await self._drop_replaced(session_id)
         return done
+
+    async def _drop_points(self, session_id: str, segment_ids: Sequence[str]) -> None:
+        await self.store.delete(
+            self.space, [point_id("segment", (session_id, g)) for g in segment_ids]
+        )
 
     async def _drop_replaced(self, session_id: str) -> None:
         params = {"space": self.space_name, "sid": session_id}
@@ -175,7 +200,7 @@ class SegmentEmbedding:
             gone: Sequence[str] = (await conn.execute(_REPLACED, params)).scalars().all()
         if not gone:
             return
-        await self.store.delete(self.space, [point_id("segment", (session_id, g)) for g in gone])
+        await self._drop_points(session_id, gone)
         t = SegmentVector.__table__
         async with self.engine.begin() as conn:
             await conn.execute(

@@ -40,6 +40,7 @@ from context_engine.db import libpq_conninfo
 from context_engine.embedding import EMBED_STAGE, EMBED_VERSION, SegmentEmbedding
 from context_engine.extraction import SessionStages, StageOutcome
 from context_engine.forget import Forgetter
+from context_engine.job_manager import StageJobManager
 from context_engine.recorder import EventRecorder
 from context_engine.stages import StageKey
 from her_os_shared.logging import get_logger
@@ -125,6 +126,8 @@ class JobQueue:
             max_size=settings.jobs_concurrency + 2,
         )
         self.app = procrastinate.App(connector=connector)
+        # retries that give way to a waiting job of the same key (job_manager.py)
+        self.app.job_manager = StageJobManager(connector=connector)
         self._register()
 
     # --- lifecycle ---
@@ -447,13 +450,20 @@ class JobQueue:
             rows = await conn.execute(_LIST, params)
             return [dict(r._mapping) for r in rows]
 
-    async def retry_failed(self, job_id: int) -> bool:
-        """Put a failed (dead-lettered) job back in the queue; False if no such failed job."""
-        jobs = list(await self.app.job_manager.list_jobs_async(id=job_id))
+    async def retry_failed(self, job_id: int) -> int | None:
+        """Put a failed (dead-lettered) job back in the queue; returns the id of the job that
+        will do its work (its own, or the same task already waiting with the same arguments,
+        which supersedes it), None if there is no such failed job. `AlreadyEnqueued` when
+        another job of its queueing lock waits."""
+        manager = self.app.job_manager
+        jobs = list(await manager.list_jobs_async(id=job_id))
         if not jobs or jobs[0].status != "failed":
-            return False
-        await self.app.job_manager.retry_job_by_id_async(job_id=job_id, retry_at=datetime.now(UTC))
-        return True
+            return None
+        await manager.retry_job_by_id_async(job_id=job_id, retry_at=datetime.now(UTC))
+        if list(await manager.list_jobs_async(id=job_id)):
+            return job_id
+        waiting = await manager.list_jobs_async(queueing_lock=jobs[0].queueing_lock, status="todo")
+        return next((j.id for j in waiting), None)
 
 
 async def run_forever(queue: JobQueue, stopping: asyncio.Event) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query
+from procrastinate.exceptions import AlreadyEnqueued
 
 from context_engine.routes.deps import PG_BIGINT_MAX, RuntimeDep
 from context_engine.schemas import JobOut, JobPage
@@ -29,12 +30,23 @@ async def list_jobs(
     "/jobs/{job_id}/retry",
     response_model=JobOut,
     summary="Queue a dead-lettered (failed) job again",
-    responses={404: {"description": "no failed job with this id"}},
+    responses={
+        404: {"description": "no failed job with this id"},
+        409: {"description": "another job of its queueing lock is waiting; retry once it ran"},
+    },
 )
 async def retry_job(
     runtime: RuntimeDep, job_id: Annotated[int, Path(ge=1, le=PG_BIGINT_MAX)]
 ) -> JobOut:
-    if not await runtime.jobs.retry_failed(job_id):
+    """The job now queued: the same one, or the job of the same task and arguments that was
+    already waiting (the failed one is then superseded and removed)."""
+    try:
+        queued = await runtime.jobs.retry_failed(job_id)
+    except AlreadyEnqueued as exc:
+        raise HTTPException(status_code=409, detail=str(exc)) from exc
+    if queued is None:
         raise HTTPException(status_code=404, detail=f"no failed job {job_id}")
-    (job,) = await runtime.jobs.list_jobs(job_id=job_id)
-    return JobOut.model_validate(job)
+    jobs = await runtime.jobs.list_jobs(job_id=queued)
+    if not jobs:  # the waiting job ran and was cleaned up meanwhile
+        raise HTTPException(status_code=404, detail=f"no failed job {job_id}")
+    return JobOut.model_validate(jobs[0])
