@@ -6,7 +6,7 @@ RUN := $(UV) run --frozen
 .PHONY: help setup setup-node dashboard up down status logs test test-python test-dashboard lint format \
 	config-reference bench bench-1m \
 	bench-audio test-real-llm bench-extract bench-latency bench-latency-1m bench-locomo \
-	bench-consolidation bench-events bench-voice
+	bench-consolidation bench-events bench-voice bench-load
 
 help:
 	@echo "make up        set up if needed, then run the platform on embedded defaults (Ctrl-C stops);"
@@ -14,7 +14,7 @@ help:
 	@echo "make test      set up if needed, then run every test (lint, Python, dashboard)"
 	@echo "make down | status | logs    control a running platform"
 	@echo "make bench | bench-audio | bench-extract | bench-latency | bench-locomo | bench-consolidation"
-	@echo "               | bench-events | bench-voice"
+	@echo "               | bench-events | bench-voice | bench-load"
 	@echo "               benchmarks (docs/benchmarks.md)"
 	@echo "make test-real-llm    opt-in proof against a real llama-server (slow the first time)"
 	@echo "make config-reference regenerate the settings reference (docs/deploy.md, .env.example)"
@@ -94,6 +94,12 @@ bench-events: setup
 # runs in a network namespace of its own, needs chromium and unshare).
 bench-voice: setup
 	$(RUN) python bench/voice/voice_latency.py
+
+# Load (bench/load/): 10 simulated wearables posting transcripts to the audio pipeline's webhook
+# for 10 minutes while 2 clients query /v1/context: errors, time to searchable, memory, drift
+# (~13 minutes; --audio N makes N wearables stream real speech through Whisper).
+bench-load: setup
+	$(RUN) python bench/load/wearables.py
 
 bench-1m: setup
 	$(BENCH)/bm25_latency.py --segments 1000000
