@@ -8,7 +8,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
-for helpers in ("services/audio-pipeline/tests", "services/context-engine/tests", "tests"):
+for helpers in (
+    "services/audio-pipeline/tests",
+    "services/context-engine/tests",
+    "services/annie-voice/tests",
+    "tests",
+):
     sys.path.insert(0, str(ROOT / helpers))
 
 pytest_plugins = ["pg_harness", "falkordb_harness"]

@@ -65,7 +65,7 @@ BUILT_ENDPOINTS: dict[str, dict[str, set[str]]] = {
         "/v1/ingest/{session_id}": {"post"},
         "/v1/sessions": {"get"},
         "/v1/sessions/{session_id}": {"get", "delete"},
-        "/v1/forget": {"post"},
+        "/v1/forget": {"get", "post"},
         "/v1/forget/{request_id}": {"get"},
         "/v1/check": {"get"},
         "/v1/check/repair": {"post"},

@@ -53,6 +53,11 @@ class EngineDouble:
     context_requests: list[httpx.Request] = field(default_factory=list)
     emitted: list[list[dict[str, Any]]] = field(default_factory=list)
     emit_mode: str = "ok"
+    # GET /v1/forget: the requests (newest first) and how many are unfinished; None: the
+    # route is missing (an engine older than it: 404)
+    forgets: list[dict[str, Any]] | None = None
+    unfinished: int = 0
+    forget_mode: str = "ok"  # ok | down
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handle)
@@ -71,6 +76,13 @@ class EngineDouble:
             self.emitted.append(events)
             return httpx.Response(
                 200, json={"accepted": len(events), "rejected": [], "total": len(events)}
+            )
+        if request.url.path == "/v1/forget" and self.forgets is not None:
+            if self.forget_mode == "down":
+                raise httpx.ConnectError("engine double is down", request=request)
+            limit = int(request.url.params.get("limit", 20))
+            return httpx.Response(
+                200, json={"requests": self.forgets[:limit], "unfinished": self.unfinished}
             )
         if request.url.path == "/v1/context":
             self.context_requests.append(request)

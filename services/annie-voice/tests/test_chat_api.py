@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from contextlib import asynccontextmanager
 
 import httpx
@@ -128,6 +129,59 @@ async def test_llm_chat_with_a_tool_call(llm: ScriptedChatLLMDouble) -> None:
         "tool_call_id": "call_0",
         "content": '{"echoed": "hi"}',
     }
+
+
+def _forget_request(request_id: int, status: str = "done") -> dict[str, object]:
+    return {"request_id": request_id, "kind": "person", "status": status, "stores": {},
+            "attempts": 1, "created_at": "2026-05-09T10:00:00Z", "finished_at": None}  # fmt: skip
+
+
+async def test_a_forget_in_the_engine_drops_the_sessions_history_and_briefing(
+    llm: ScriptedChatLLMDouble,
+) -> None:
+    llm.script += [{"text": ["Priya flies to Lisbon."]}, {"text": ["Noted."]},
+                   {"text": ["Who?"]}, {"text": ["Still here."]}]  # fmt: skip
+    engine = EngineDouble(memories=[memory("Priya flies to Lisbon on Friday")], forgets=[])
+    async with client(engine, llm_base_url=llm.url, llm_model="m") as c:
+        first = await chat(c, "where is Priya going?")
+        sid = first[0][1]["session_id"]
+        second = await chat(c, "thanks", session_id=sid)
+        assert second[0][1]["memory_reset"] is False  # nothing forgotten: history kept
+        # The owner forgets Priya in the engine: her memories are gone from its answers.
+        engine.memories = [memory("Ravi bought mangoes", speaker="Ravi")]
+        engine.forgets = [_forget_request(1, "pending")]
+        engine.unfinished = 1
+        third = await chat(c, "what do you remember?", session_id=sid)
+        assert third[0][1]["memory_reset"] is True
+        # The forget finishes: the marker changes again, and the session is briefed again.
+        engine.forgets, engine.unfinished = [_forget_request(1)], 0
+        fourth = await chat(c, "anything else?", session_id=sid)
+        assert fourth[0][1]["memory_reset"] is True
+    assert [e for e, _ in fourth][-1] == "done"
+    before, kept, after, last = llm.requests
+    assert "Lisbon" in before["messages"][0]["content"]
+    assert [m["role"] for m in kept["messages"]] == ["system", "user", "assistant", "user"]
+    # After the forget nothing of it is sent: not the briefing, not the earlier turns.
+    for request in (after, last):
+        sent = json.dumps(request["messages"])
+        assert "Lisbon" not in sent and "Priya" not in sent, sent
+        assert "Ravi bought mangoes" in request["messages"][0]["content"]
+    # each reset starts the conversation again (the pending forget's, then the finished one's)
+    assert [m["role"] for m in after["messages"]] == ["system", "user"]
+    assert [m["role"] for m in last["messages"]] == ["system", "user"]
+
+
+async def test_the_forget_check_never_blocks_a_turn(llm: ScriptedChatLLMDouble) -> None:
+    # An engine without the route (404) or not answering: the turn goes on with what it has.
+    llm.script += [{"text": ["One."]}, {"text": ["Two."]}, {"text": ["Three."]}]
+    engine = EngineDouble(memories=[memory("Priya flies to Lisbon on Friday")])
+    async with client(engine, llm_base_url=llm.url, llm_model="m") as c:
+        sid = (await chat(c, "hello"))[0][1]["session_id"]
+        assert (await chat(c, "again", session_id=sid))[0][1]["memory_reset"] is False
+        engine.forgets, engine.forget_mode = [_forget_request(3)], "down"
+        events = await chat(c, "and again", session_id=sid)
+    assert events[0][1]["memory_reset"] is False and events[-1][0] == "done"
+    assert len(llm.requests[-1]["messages"]) == 6  # system + three turns' messages
 
 
 async def test_leaked_tool_call_text_is_hidden_and_run(llm: ScriptedChatLLMDouble) -> None:

@@ -7,6 +7,7 @@ down makes the forget answer 202 with the graph's error, and its job finishes it
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -125,6 +126,13 @@ async def test_forget_a_session_an_entity_and_a_person_everywhere(
 
     gone = ["Priya", "zebraquartz", "Gringotts", "Marmaduke", "Kyoto", "fs-gone-3"]
     await assert_no_residue(rt, gone)
+    # The requests are listed newest first (Annie watches them), naming nothing forgotten.
+    listed = (await engine.get("/v1/forget", limit=5)).json()
+    assert [r["request_id"] for r in listed["requests"]] == [rid, rid - 1, rid - 2]
+    assert [r["kind"] for r in listed["requests"]] == ["person", "entity", "session"]
+    assert {r["status"] for r in listed["requests"]} == {"done"} and listed["unfinished"] == 0
+    assert not any(g.casefold() in json.dumps(listed).casefold() for g in gone)
+    assert (await engine.get("/v1/forget", limit=0)).status_code == 422
     for q in ("Priya", "zebraquartz vault code", "kitten Marmaduke", "Kyoto spring"):
         assert await context(engine, q) == [] or all(
             not any(g.casefold() in str(hit["text"]).casefold() for g in gone)

@@ -56,6 +56,8 @@ class ChatSession:
     turns: int = 0
     briefing: Briefing | None = None
     history: list[Message] = field(default_factory=list)
+    # the engine's forget marker when the session was briefed (None: not known)
+    memory_marker: str | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @property
@@ -165,8 +167,32 @@ class ChatService:
         self.observer.emit(
             "mermaid", "start", session_id=session.id, data={"backend": self.backend.name}
         )
+        session.memory_marker = await self._forget_marker()  # before the briefing it covers
         await self.brief(session, first_message)
         return session, True
+
+    async def _forget_marker(self) -> str | None:
+        if self.engine is None:
+            return None
+        return await self.engine.forget_marker(self.settings.forget_check_timeout_s)
+
+    async def forget_if_forgotten(self, session: ChatSession, message: str) -> bool:
+        """When the engine forgot something since this session was briefed, the session lets
+        go of what it holds: its history (the user's words and Annie's answers may quote the
+        forgotten memory) and its briefing, which is taken again. Returns whether it did.
+        A session briefed while the marker was unknown (engine down) adopts the marker."""
+        marker = await self._forget_marker()
+        if marker is None or marker == session.memory_marker:
+            return False
+        if session.memory_marker is None:
+            session.memory_marker = marker
+            return False
+        log.info("chat.memory_reset", session_id=session.id, reason="forget",
+                 dropped_messages=len(session.history))  # fmt: skip
+        session.history.clear()
+        session.memory_marker = marker
+        await self.brief(session, message)
+        return True
 
     # --- a turn ---
 
@@ -213,6 +239,7 @@ class ChatService:
         self, session: ChatSession, message: str, *, new: bool
     ) -> AsyncIterator[ChatEvent]:
         started = time.monotonic()
+        reset = not new and await self.forget_if_forgotten(session, message)
         briefing = session.briefing or Briefing(status="disabled")
         yield ChatEvent(
             "session",
@@ -222,6 +249,7 @@ class ChatService:
                 "backend": session.backend,
                 "tools": sorted(self.tools) if self.backend.supports_tools else [],
                 "memory": briefing.info(),
+                "memory_reset": reset,
             },
         )
         mark = len(session.history)

@@ -51,6 +51,10 @@ class Settings(ServiceSettings):
     briefing_query: str = Field(
         default="today plans people promises family friends work", min_length=1, max_length=512
     )
+    # Before each turn Annie asks the engine whether anything was forgotten since the session
+    # was briefed (GET /v1/forget); if so she drops the session's history and briefs it again.
+    # The check's timeout, seconds: an engine that does not answer in time skips the check.
+    forget_check_timeout_s: float = Field(default=0.5, gt=0, le=10)
 
     # --- the responder LLM ---
     # auto: openai-compatible if llm_base_url is set, else claude if claude_api_key is set,

@@ -125,6 +125,20 @@ class EngineClient:
         memories = [Memory.from_result(r) for r in results if isinstance(r, dict)]
         return [m for m in memories if m is not None]
 
+    async def forget_marker(self, timeout_s: float) -> str | None:
+        """What the engine has forgotten, as a marker that changes whenever a forget request is
+        made or finishes (`GET /v1/forget`: the newest request and how many are unfinished);
+        None when the engine does not answer in `timeout_s`."""
+        try:
+            response = await self._request(
+                "GET", "/v1/forget", params={"limit": 1}, timeout=timeout_s
+            )
+            body = response.json()
+            newest = body["requests"][0]["request_id"] if body["requests"] else 0
+            return f"{int(newest)}:{int(body['unfinished'])}"
+        except (EngineUnavailableError, ValueError, KeyError, TypeError, IndexError):
+            return None
+
     async def emit(self, events: list[dict[str, Any]]) -> dict[str, Any]:
         response = await self._request("POST", "/v1/events/emit", json={"events": events})
         try:

@@ -373,27 +373,45 @@ class Forgetter:
             )
 
     async def get(self, request_id: int) -> dict[str, Any] | None:
+        found = await self.latest(request_id=request_id)
+        return found[0] if found else None
+
+    async def unfinished(self) -> int:
+        """How many requests are not done yet (pending, or failed and waiting for a retry)."""
         async with self.p.engine.connect() as conn:
-            row = (
+            found = await conn.execute(
+                text("SELECT count(*) FROM forget_requests WHERE status <> 'done'")
+            )
+            return int(found.scalar_one())
+
+    async def latest(
+        self, *, request_id: int | None = None, status: str | None = None, limit: int = 1
+    ) -> list[dict[str, Any]]:
+        """Requests newest first (one by id, or the latest `limit`, optionally of a status)."""
+        async with self.p.engine.connect() as conn:
+            rows = (
                 await conn.execute(
                     text(
                         "SELECT id, kind, status, report, attempts, created_at, finished_at "
-                        "FROM forget_requests WHERE id = :i"
+                        "FROM forget_requests WHERE (CAST(:i AS bigint) IS NULL OR id = :i) "
+                        "AND (CAST(:s AS text) IS NULL OR status = :s) "
+                        "ORDER BY id DESC LIMIT :n"
                     ),
-                    {"i": request_id},
+                    {"i": request_id, "s": status, "n": limit},
                 )
-            ).first()
-        if row is None:
-            return None
-        return {
-            "request_id": row.id,
-            "kind": row.kind,
-            "status": row.status,
-            "stores": row.report,
-            "attempts": row.attempts,
-            "created_at": row.created_at,
-            "finished_at": row.finished_at,
-        }
+            ).all()
+        return [
+            {
+                "request_id": row.id,
+                "kind": row.kind,
+                "status": row.status,
+                "stores": row.report,
+                "attempts": row.attempts,
+                "created_at": row.created_at,
+                "finished_at": row.finished_at,
+            }
+            for row in rows
+        ]
 
     # --- running it ---
 

