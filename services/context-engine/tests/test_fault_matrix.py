@@ -182,6 +182,14 @@ async def test_graph_down_at_start_dying_and_hanging(
             await until_health(engine, "ok")
             await assert_stores_match_jsonl(engine, s.transcripts_dir)
 
+            # and the graph: one episode per session, no drift between the four stores
+            async def no_drift() -> dict[str, Any] | None:
+                report = (await engine.get("/v1/check")).json()
+                return report if report["drift_total"] == 0 and not report["pending"] else None
+
+            report = await eventually(no_drift, "the drift check to find nothing")
+            assert report["counts"]["graph_episodes"] == report["counts"]["graph_done"] == 2
+
 
 # --- PostgreSQL ----------------------------------------------------------------------------
 
