@@ -183,7 +183,7 @@ async def test_graph_down_at_start_dying_and_hanging(
             await assert_stores_match_jsonl(engine, s.transcripts_dir)
 
             # and the graph: one episode per session, no drift between the four stores
-            async def no_drift() -> dict[str, Any] | None:
+            async def no_drift(engine: Engine = engine) -> dict[str, Any] | None:
                 report = (await engine.get("/v1/check")).json()
                 return report if report["drift_total"] == 0 and not report["pending"] else None
 
