@@ -5,7 +5,7 @@ RUN := $(UV) run --frozen
 
 .PHONY: help setup setup-node dashboard up down status logs test test-python test-dashboard lint format \
 	config-reference bench bench-1m \
-	bench-audio test-real-llm bench-extract bench-latency bench-latency-1m bench-locomo \
+	bench-audio test-real-llm bench-extract bench-latency bench-latency-1m bench-locomo bench-locomo-offline \
 	bench-consolidation bench-events bench-voice bench-load
 
 help:
@@ -14,7 +14,7 @@ help:
 	@echo "make test      set up if needed, then run every test (lint, Python, dashboard)"
 	@echo "make down | status | logs    control a running platform"
 	@echo "make bench | bench-audio | bench-extract | bench-latency | bench-locomo | bench-consolidation"
-	@echo "               | bench-events | bench-voice | bench-load"
+	@echo "               | bench-events | bench-voice | bench-load | bench-locomo-offline"
 	@echo "               benchmarks (docs/benchmarks.md)"
 	@echo "make test-real-llm    opt-in proof against a real llama-server (slow the first time)"
 	@echo "make config-reference regenerate the settings reference (docs/deploy.md, .env.example)"
@@ -117,6 +117,10 @@ bench-latency-1m: setup
 # conversation its own memory, every question through GET /v1/context; about 10 minutes.
 bench-locomo: setup
 	$(RUN) python bench/locomo/locomo_recall.py
+
+# Offline replica of the legs and their fusion (no engine; ~1 min with cached vectors).
+bench-locomo-offline: setup
+	$(RUN) python bench/locomo/offline_legs.py
 
 # Audio pipeline (bench/audio/): WER, DER, RTF and cross-clip identity on ../shared/data/speech
 # through the real fast path (models loaded in process); about 2 minutes on 2 cores.
