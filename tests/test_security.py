@@ -236,3 +236,35 @@ async def test_repeated_auth_failures_from_one_address_get_429(package: str) -> 
         assert 1 <= int(locked.headers["Retry-After"]) <= 120
         # another address is not affected
         assert (await other.get(path, headers={"X-Internal-Token": WRONG})).status_code == 401
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+async def test_a_forged_forwarded_for_does_not_escape_the_lockout(package: str) -> None:
+    """Served as `serve` runs it (real uvicorn, server_config): a client rotating
+    X-Forwarded-For is still one TCP peer, and its failures still lock it out. uvicorn trusts
+    that header from 127.0.0.1 unless told otherwise, and every client of the embedded
+    platform connects from there."""
+    port = _free_port()
+    app = build(package, port=port, auth_failure_limit=3, auth_failure_window_s=120)
+    config = server_config(app, app.state.settings)
+    config.lifespan = "off"
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve())
+    _, path, _ = next(op for op in operations(app) if op[0] == "GET" and "{" not in op[1])
+    try:
+        while not server.started:  # noqa: ASYNC110 (uvicorn offers only this flag)
+            await asyncio.sleep(0.02)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
+            codes = [
+                (
+                    await c.get(
+                        path,
+                        headers={"X-Internal-Token": WRONG, "X-Forwarded-For": f"203.0.113.{i}"},
+                    )
+                ).status_code
+                for i in range(1, 6)
+            ]
+    finally:
+        server.should_exit = True
+        await serving
+    assert codes[:3] == [401, 401, 401] and codes[3:] == [429, 429], codes

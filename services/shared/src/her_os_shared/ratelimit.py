@@ -3,8 +3,9 @@
 but `/health` until `window_s` seconds after its last counted failure have passed.
 
 It counts the 401/403 answers going out, so it needs no knowledge of how a route checks the
-token. The address is the TCP peer's (never X-Forwarded-For, which a client can forge): behind
-a reverse proxy every client shares the proxy's address and budget.
+token. The address is the TCP peer's: X-Forwarded-For, which a client can forge, counts only
+from the proxies a service is told to trust (`*_FORWARDED_ALLOW_IPS`, applied by uvicorn in
+`server_config`). Behind an untrusted reverse proxy every client shares its address and budget.
 """
 
 from __future__ import annotations

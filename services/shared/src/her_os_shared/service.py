@@ -149,7 +149,8 @@ def serve(app_factory: Callable[[], FastAPI], settings: ServiceSettings, service
 
 def server_config(app: FastAPI, settings: ServiceSettings) -> uvicorn.Config:
     """How every service runs under uvicorn: our logging (access lines only at debug, with
-    query tokens redacted by configure_logging), no Server header."""
+    query tokens redacted by configure_logging), no Server header, X-Forwarded-For believed
+    only from the configured proxies."""
     return uvicorn.Config(
         app,
         host=settings.host,
@@ -158,4 +159,6 @@ def server_config(app: FastAPI, settings: ServiceSettings) -> uvicorn.Config:
         access_log=settings.log_level == "debug",
         timeout_graceful_shutdown=int(settings.graceful_shutdown_s),
         server_header=False,
+        proxy_headers=settings.forwarded_allow_ips is not None,
+        forwarded_allow_ips=settings.forwarded_allow_ips,
     )

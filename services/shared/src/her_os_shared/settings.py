@@ -30,6 +30,11 @@ class ServiceSettings(BaseSettings):
     auth_failure_window_s: float = Field(default=60.0, gt=0)
     # Seconds uvicorn waits for open requests on shutdown.
     graceful_shutdown_s: float = Field(default=10.0, ge=0)
+    # Proxies whose X-Forwarded-For names the client (comma-separated addresses or networks,
+    # e.g. the dashboard's nginx). Unset: none, the TCP peer is the client (logs, the
+    # auth-failure lockout). uvicorn would otherwise trust 127.0.0.1, from where every client
+    # of the embedded platform connects: any of them could forge the header.
+    forwarded_allow_ips: str | None = None
 
     @classmethod
     def env_name(cls, field: str) -> str:
