@@ -51,10 +51,24 @@ class StageJobManager(manager.JobManager):
         queue: str | None = None,
         lock: str | None = None,
     ) -> None:
+        await self.retry_or_give_way(job_id, retry_at, priority=priority, queue=queue, lock=lock)
+
+    async def retry_or_give_way(
+        self,
+        job_id: int,
+        retry_at: datetime.datetime,
+        *,
+        priority: int | None = None,
+        queue: str | None = None,
+        lock: str | None = None,
+    ) -> int | None:
+        """Retry the job; returns the id of the job that will do its work: its own, or the
+        waiting job that supersedes it; None when it became a dead letter instead."""
         try:
             await super().retry_job_by_id_async(
                 job_id=job_id, retry_at=retry_at, priority=priority, queue=queue, lock=lock
             )
+            return job_id
         except exceptions.UniqueViolation as exc:
             if exc.constraint_name != manager.QUEUEING_LOCK_CONSTRAINT:
                 raise
@@ -63,23 +77,23 @@ class StageJobManager(manager.JobManager):
                 await super().retry_job_by_id_async(
                     job_id=job_id, retry_at=retry_at, priority=priority, queue=queue, lock=lock
                 )
-                return
-            await self._give_way(job_id, rows[0], exc)
+                return job_id
+            return await self._give_way(job_id, rows[0], exc)
 
     async def _give_way(
         self, job_id: int, row: dict[str, Any], exc: exceptions.UniqueViolation
-    ) -> None:
-        waiting = row["waiting_id"]
+    ) -> int | None:
+        waiting: int = row["waiting_id"]
         if row["same_work"]:
             await self.connector.execute_query_async(_DELETE, job_id=job_id)
             log.info("jobs.retry_superseded", job_id=job_id, waiting_job_id=waiting,
                      queueing_lock=exc.queueing_lock)  # fmt: skip
-            return
+            return waiting
         if row["status"] == Status.DOING.value:
             await self.finish_job_by_id_async(job_id=job_id, status=Status.FAILED, delete_job=False)
             log.warning("jobs.retry_blocked", job_id=job_id, waiting_job_id=waiting,
                         queueing_lock=exc.queueing_lock, outcome="failed")  # fmt: skip
-            return
+            return None
         raise exceptions.AlreadyEnqueued(
             f"job {waiting} is already waiting with the queueing lock {exc.queueing_lock}"
         ) from exc

@@ -127,7 +127,7 @@ class JobQueue:
         )
         self.app = procrastinate.App(connector=connector)
         # retries that give way to a waiting job of the same key (job_manager.py)
-        self.app.job_manager = StageJobManager(connector=connector)
+        self.job_manager = self.app.job_manager = StageJobManager(connector=connector)
         self._register()
 
     # --- lifecycle ---
@@ -421,10 +421,10 @@ class JobQueue:
     async def rescue_stalled(self) -> int:
         """Jobs left `doing` by a worker that stopped heartbeating go back to `todo`."""
         stalled = list(
-            await self.app.job_manager.get_stalled_jobs(seconds_since_heartbeat=STALLED_AFTER_S)
+            await self.job_manager.get_stalled_jobs(seconds_since_heartbeat=STALLED_AFTER_S)
         )
         for job in stalled:
-            await self.app.job_manager.retry_job(job)
+            await self.job_manager.retry_job(job)
         if stalled:
             log.warning("jobs.stalled_rescued", count=len(stalled), ids=[j.id for j in stalled])
         return len(stalled)
@@ -455,15 +455,10 @@ class JobQueue:
         will do its work (its own, or the same task already waiting with the same arguments,
         which supersedes it), None if there is no such failed job. `AlreadyEnqueued` when
         another job of its queueing lock waits."""
-        manager = self.app.job_manager
-        jobs = list(await manager.list_jobs_async(id=job_id))
+        jobs = list(await self.job_manager.list_jobs_async(id=job_id))
         if not jobs or jobs[0].status != "failed":
             return None
-        await manager.retry_job_by_id_async(job_id=job_id, retry_at=datetime.now(UTC))
-        if list(await manager.list_jobs_async(id=job_id)):
-            return job_id
-        waiting = await manager.list_jobs_async(queueing_lock=jobs[0].queueing_lock, status="todo")
-        return next((j.id for j in waiting), None)
+        return await self.job_manager.retry_or_give_way(job_id, datetime.now(UTC))
 
 
 async def run_forever(queue: JobQueue, stopping: asyncio.Event) -> None:
