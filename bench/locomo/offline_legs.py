@@ -29,14 +29,12 @@ legs before trying them through the engine.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import re
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -52,6 +50,8 @@ from context_engine.retrieve import named_speaker
 from context_engine.speakers import without_names
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import locomo_recall as locomo
 from machine import console, print_footer, print_header
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,18 +87,21 @@ class Turn:
 
 
 @dataclass
-class Question:
-    text: str
-    category: int
-    evidence: frozenset[str]
-
-
-@dataclass
 class Conversation:
+    """A LoCoMo conversation as loaded by locomo_recall.py (the same turns, captions and
+    evidence cleaning as the engine's bench), its turns in one list."""
+
     sample_id: str
     speakers: frozenset[str]
-    turns: list[Turn] = field(default_factory=list)
-    questions: list[Question] = field(default_factory=list)
+    turns: list[Turn]
+    questions: list[locomo.Question]
+
+    @classmethod
+    def of(cls, conv: locomo.Conversation) -> Conversation:
+        turns = [
+            Turn(t.dia_id, t.speaker, t.text, s.number) for s in conv.sessions for t in s.turns
+        ]
+        return cls(conv.sample_id, frozenset(t.speaker for t in turns), turns, conv.questions)
 
     def documents(self, context: int) -> list[str]:
         """Each turn with the turn `context` (-1 before, +1 after) when in the same session."""
@@ -111,48 +114,6 @@ class Conversation:
             else:
                 out.append("\n".join((near.own, turn.own) if context < 0 else (turn.own, near.own)))
         return out
-
-
-@dataclass
-class Cleaning:
-    split: int = 0  # "D8:6; D9:17" → two ids
-    dropped: list[str] = field(default_factory=list)  # no such turn in the conversation
-    without_evidence: int = 0
-
-
-def load(path: Path) -> tuple[list[Conversation], Cleaning]:
-    cleaning = Cleaning()
-    convs = []
-    for item in json.loads(path.read_text()):
-        raw = item["conversation"]
-        conv = Conversation(item["sample_id"], frozenset((raw["speaker_a"], raw["speaker_b"])))
-        sessions = sorted(
-            (int(m[1]), turns)
-            for key, turns in raw.items()
-            if (m := re.fullmatch(r"session_(\d+)", key)) and turns
-        )
-        for number, turns in sessions:
-            for t in turns:
-                text = t["text"].strip()
-                if t.get("blip_caption"):  # the LoCoMo paper's retrieval keeps what was shared
-                    text = f"{text} [shares a photo: {t['blip_caption']}]"
-                conv.turns.append(Turn(t["dia_id"], t["speaker"], text, number))
-        ids = {t.dia_id for t in conv.turns}
-        for qa in item["qa"]:
-            evidence = set()
-            for entry in qa.get("evidence", []):
-                parts = [p.strip() for p in entry.split(";") if p.strip()]
-                cleaning.split += len(parts) > 1
-                evidence |= {p for p in parts if p in ids}
-                cleaning.dropped += [p for p in parts if p not in ids]
-            if evidence:
-                conv.questions.append(
-                    Question(qa["question"], int(qa["category"]), frozenset(evidence))
-                )
-            else:
-                cleaning.without_evidence += 1
-        convs.append(conv)
-    return convs, cleaning
 
 
 class Keyword:
@@ -336,14 +297,16 @@ def main(
         raise typer.Exit(2)
     cache.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    convs, cleaning = load(path)
+    loaded, cleaning = locomo.load(path, captions=True, limit=None)
+    convs = [Conversation.of(c) for c in loaded]
     print_header("LoCoMo turn-level evidence recall, offline replica of the legs")
     console.print(
         f"{len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns, "
         f"{sum(len(c.questions) for c in convs)} questions with evidence; evidence ids: "
-        f"{cleaning.split} split ('D8:6; D9:17'), {len(cleaning.dropped)} dropped (no such turn: "
-        f"{', '.join(sorted(set(cleaning.dropped))) or 'none'}), "
-        f"{cleaning.without_evidence} questions left without evidence (skipped); cache {cache}"
+        f"{cleaning.split} split, {cleaning.renumbered} renumbered, {len(cleaning.dropped)} "
+        f"dropped (no such turn: {', '.join(sorted(set(cleaning.dropped))) or 'none'}), "
+        f"{cleaning.questions_without_evidence} questions left without evidence (skipped); "
+        f"cache {cache}"
     )
     report(convs, evaluate(convs, cache))
     console.print(f"wall time {time.perf_counter() - started:.0f} s")
