@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -21,11 +20,8 @@ from typing import Any
 
 import httpx
 import pytest
-from engine_harness import TOKEN as ENGINE_TOKEN
-from engine_harness import Engine, eventually, start_graph_engine
-from sqlalchemy import text
+from engine_harness import Engine, engine_settings, eventually, free_port, query, start_graph_engine
 
-from context_engine.config import Settings
 from her_os_shared.jsonl import JsonlReader
 from her_os_shared.transcript import TranscriptPayload
 
@@ -34,12 +30,6 @@ WEBHOOK_TOKEN = "w" * 32
 WEARABLES = 4
 BEFORE_KILL = 40  # acknowledged segments before the SIGKILL
 AFTER_RESTART = 40  # and after the restart
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _spawn(root: Path, transcripts: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
@@ -127,22 +117,13 @@ def jsonl_segments(transcripts: Path) -> tuple[set[tuple[str, str]], int]:
     return found, skipped
 
 
-async def _sql(engine: Engine, sql: str) -> list[Any]:
-    async with engine.runtime.db.main.connect() as conn:
-        return list((await conn.execute(text(sql))).all())
-
-
 @pytest.fixture
 async def engine(
     tmp_path: Path, db_url: str, falkordb_server: str, graph_group: str
 ) -> AsyncIterator[Engine]:
-    settings = Settings(
-        internal_token=ENGINE_TOKEN,
-        database_url=db_url,
-        transcripts_dir=tmp_path / "transcripts",
-        events_dir=tmp_path / "engine-events",
-        search_index_dir=tmp_path / "search-index",
-        vector_dir=tmp_path / "vectors",
+    settings = engine_settings(
+        tmp_path,
+        db_url,
         graph_url=falkordb_server,
         graph_group_id=graph_group,
         session_gap_s=2.0,  # the wearables' sessions end soon after they stop: graphed
@@ -162,7 +143,7 @@ async def test_sigkill_of_the_audio_pipeline_under_load_loses_nothing(
     engine: Engine, tmp_path: Path
 ) -> None:
     transcripts = engine.runtime.settings.transcripts_dir
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = tmp_path / "audio-pipeline.log"
     proc = _spawn(tmp_path, transcripts, port, log)
@@ -200,8 +181,8 @@ async def test_sigkill_of_the_audio_pipeline_under_load_loses_nothing(
 
     # The engine: all of it, once, in PostgreSQL, the vectors and the graph.
     async def ingested() -> bool | None:
-        rows = await _sql(engine, "SELECT session_id, segment_id FROM segments")
-        return True if {tuple(r) for r in rows} == in_files else None
+        rows = await query(engine, "SELECT session_id, segment_id FROM segments")
+        return True if {(r["session_id"], r["segment_id"]) for r in rows} == in_files else None
 
     await eventually(ingested, "PostgreSQL to hold the files' segments", 120)
 
@@ -212,18 +193,18 @@ async def test_sigkill_of_the_audio_pipeline_under_load_loses_nothing(
         report = r.json()
         if report["drift_total"] or report["pending"]:
             return None
-        graphed = await _sql(
+        graphed = await query(
             engine,
-            "SELECT count(*) FROM session_stages WHERE stage = 'graph' AND status = 'done'",
+            "SELECT count(*) AS n FROM session_stages WHERE stage = 'graph' AND status = 'done'",
         )
-        return report if graphed[0][0] == WEARABLES else None
+        return report if graphed[0]["n"] == WEARABLES else None
 
     report = await eventually(settled, "every session graphed and no drift", 180)
     counts = report["counts"]
     assert counts["postgres_segments"] == counts["vector_points"] == len(in_files), report
     assert counts["graph_episodes"] == WEARABLES, report
-    (vectors,) = await _sql(engine, "SELECT count(*) FROM segment_vectors")
-    assert vectors[0] == len(in_files)
+    (vectors,) = await query(engine, "SELECT count(*) AS n FROM segment_vectors")
+    assert vectors["n"] == len(in_files)
 
 
 async def _reached(wearables: Wearables, n: int) -> bool | None:

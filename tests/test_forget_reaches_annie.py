@@ -15,12 +15,11 @@ import httpx
 import pytest
 from annie_doubles import ScriptedChatLLMDouble, parse_sse
 from asgi_lifespan import LifespanManager
-from engine_harness import TOKEN, Engine, eventually, ingest, query, start_engine
+from engine_harness import TOKEN, Engine, engine_settings, eventually, ingest, query, start_engine
 from engine_harness import write_conversation as write
 
 from annie_voice.app import create_app
 from annie_voice.config import Settings as AnnieSettings
-from context_engine.config import Settings as EngineSettings
 
 AUTH = {"X-Internal-Token": TOKEN}
 DAY = datetime(2025, 6, 1, 10, 0, tzinfo=UTC)
@@ -28,16 +27,7 @@ DAY = datetime(2025, 6, 1, 10, 0, tzinfo=UTC)
 
 @pytest.fixture
 async def engine(tmp_path: Path, db_url: str) -> AsyncIterator[Engine]:
-    settings = EngineSettings(
-        internal_token=TOKEN,
-        database_url=db_url,
-        transcripts_dir=tmp_path / "transcripts",
-        events_dir=tmp_path / "events",
-        search_index_dir=tmp_path / "search-index",
-        vector_dir=tmp_path / "vectors",
-        gc_freeze=False,
-    )
-    async for e in start_engine(settings):
+    async for e in start_engine(engine_settings(tmp_path, db_url, gc_freeze=False)):
         yield e
 
 

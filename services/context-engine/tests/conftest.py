@@ -14,18 +14,14 @@ from context_engine.migrate import upgrade
 # Helpers beside the tests import as top-level modules (pytest runs in importlib mode); the
 # PostgreSQL fixtures come from pg_harness, a plugin of the root conftest.py.
 sys.path.insert(0, str(Path(__file__).parent))
-from engine_harness import TOKEN, Engine, start_engine, start_graph_engine
+from engine_harness import Engine, engine_settings, start_engine, start_graph_engine
 
 
 @pytest.fixture
 def settings(db_url: str, tmp_path: Path) -> Settings:
-    return Settings(
-        internal_token=TOKEN,
-        database_url=db_url,
-        transcripts_dir=tmp_path / "transcripts",
-        events_dir=tmp_path / "events",
-        search_index_dir=tmp_path / "search-index",
-        vector_dir=tmp_path / "vectors",
+    return engine_settings(
+        tmp_path,
+        db_url,
         watch_debounce_s=0.1,
         watch_max_delay_s=0.5,
         reconcile_interval_s=2.0,

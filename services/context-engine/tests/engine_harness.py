@@ -50,6 +50,19 @@ class Engine:
         return await self.client.post(path, params=params, headers={"X-Internal-Token": TOKEN})
 
 
+def engine_settings(root: Path, database_url: str, **overrides: Any) -> Settings:
+    """An engine's settings with the tests' token and every data folder under `root`."""
+    return Settings(
+        internal_token=TOKEN,
+        database_url=database_url,
+        transcripts_dir=root / "transcripts",
+        events_dir=root / "events",
+        search_index_dir=root / "search-index",
+        vector_dir=root / "vectors",
+        **overrides,
+    )
+
+
 async def start_engine(settings: Settings) -> AsyncIterator[Engine]:
     app = create_app(settings)
     transport = httpx.ASGITransport(app=app)
