@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import importlib
 import logging
 import re
 import socket
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import httpx
 import pytest
 import structlog
 import uvicorn
+from fastapi import FastAPI
 
 from her_os_shared.logging import configure_logging
 from her_os_shared.service import server_config
@@ -97,13 +99,10 @@ def service_logging() -> Iterator[None]:
     structlog.contextvars.clear_contextvars()
 
 
-@pytest.mark.parametrize("package", PACKAGES)
-async def test_the_token_never_reaches_the_logs(package: str, capfd, service_logging) -> None:
-    """Structured logs and uvicorn's access log (debug level, as `serve` runs it), through
-    requests with the token in the header and in `?token=` — right and wrong."""
-    port = _free_port()
-    app = build(package, log_level="debug", port=port)
-    configure_logging(package, "debug", "json")
+@contextlib.asynccontextmanager
+async def served(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """The app under real uvicorn as `serve` configures it (server_config; no lifespan), and
+    a client for it."""
     config = server_config(app, app.state.settings)
     config.lifespan = "off"
     server = uvicorn.Server(config)
@@ -111,16 +110,28 @@ async def test_the_token_never_reaches_the_logs(package: str, capfd, service_log
     try:
         while not server.started:  # noqa: ASYNC110 (uvicorn offers only this flag)
             await asyncio.sleep(0.02)
-        ops = [(m, p) for m, p, _ in operations(app) if m == "GET" and p.startswith("/v1/")]
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
-            for method, path in ops:
-                for token in (TOKEN, WRONG + TOKEN):
-                    await c.request(method, path, headers={"X-Internal-Token": token})
-                    await c.request(method, path, params={"token": token, "q": "x"})
-                    await c.request(method, f"{path}?x=1&token={token}")
+        base = f"http://127.0.0.1:{app.state.settings.port}"
+        async with httpx.AsyncClient(base_url=base, timeout=10) as client:
+            yield client
     finally:
         server.should_exit = True
         await serving
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+async def test_the_token_never_reaches_the_logs(package: str, capfd, service_logging) -> None:
+    """Structured logs and uvicorn's access log (debug level, as `serve` runs it), through
+    requests with the token in the header and in `?token=` — right and wrong."""
+    port = _free_port()
+    app = build(package, log_level="debug", port=port)
+    configure_logging(package, "debug", "json")
+    ops = [(m, p) for m, p, _ in operations(app) if m == "GET" and p.startswith("/v1/")]
+    async with served(app) as c:
+        for method, path in ops:
+            for token in (TOKEN, WRONG + TOKEN):
+                await c.request(method, path, headers={"X-Internal-Token": token})
+                await c.request(method, path, params={"token": token, "q": "x"})
+                await c.request(method, f"{path}?x=1&token={token}")
     out, err = capfd.readouterr()
     logs = out + err
     assert "token=[redacted]" in logs  # the access log was written and seen
@@ -244,27 +255,15 @@ async def test_a_forged_forwarded_for_does_not_escape_the_lockout(package: str) 
     X-Forwarded-For is still one TCP peer, and its failures still lock it out. uvicorn trusts
     that header from 127.0.0.1 unless told otherwise, and every client of the embedded
     platform connects from there."""
-    port = _free_port()
-    app = build(package, port=port, auth_failure_limit=3, auth_failure_window_s=120)
-    config = server_config(app, app.state.settings)
-    config.lifespan = "off"
-    server = uvicorn.Server(config)
-    serving = asyncio.create_task(server.serve())
+    app = build(package, port=_free_port(), auth_failure_limit=3, auth_failure_window_s=120)
     _, path, _ = next(op for op in operations(app) if op[0] == "GET" and "{" not in op[1])
-    try:
-        while not server.started:  # noqa: ASYNC110 (uvicorn offers only this flag)
-            await asyncio.sleep(0.02)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
-            codes = [
-                (
-                    await c.get(
-                        path,
-                        headers={"X-Internal-Token": WRONG, "X-Forwarded-For": f"203.0.113.{i}"},
-                    )
-                ).status_code
-                for i in range(1, 6)
-            ]
-    finally:
-        server.should_exit = True
-        await serving
+    async with served(app) as c:
+        codes = [
+            (
+                await c.get(
+                    path, headers={"X-Internal-Token": WRONG, "X-Forwarded-For": f"203.0.113.{i}"}
+                )
+            ).status_code
+            for i in range(1, 6)
+        ]
     assert codes[:3] == [401, 401, 401] and codes[3:] == [429, 429], codes
