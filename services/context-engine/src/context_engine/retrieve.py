@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -128,6 +128,14 @@ class RetrievalLeg(Protocol):
     creature: str
 
     async def search(self, q: ContextQuery, k: int) -> list[Candidate]: ...
+
+
+@runtime_checkable
+class RankingsLeg(RetrievalLeg, Protocol):
+    """A leg that ranks by more than one document of a segment: inside a fused request it
+    returns each ranking by name (its own first), each weighed by fusion on its own."""
+
+    async def rankings(self, q: ContextQuery, k: int) -> dict[str, list[Candidate]]: ...
 
 
 class AllLegsFailedError(RuntimeError):
@@ -285,17 +293,24 @@ class Retriever:
         self.params = params
         self.leg_timeout_s = leg_timeout_s
 
-    async def _run_leg(self, leg: RetrievalLeg, q: ContextQuery, k: int) -> list[Candidate]:
+    async def _run_leg(
+        self, leg: RetrievalLeg, q: ContextQuery, k: int, *, fused: bool
+    ) -> dict[str, list[Candidate]]:
+        """The leg's ranking(s): all of a `RankingsLeg`'s when fused, else its own."""
         started = time.perf_counter()
         async with asyncio.timeout(self.leg_timeout_s):
-            found = await leg.search(q, k)
+            if fused and isinstance(leg, RankingsLeg):
+                found = await leg.rankings(q, k)
+            else:
+                found = {leg.name: await leg.search(q, k)}
         if self.recorder:
             ms = round((time.perf_counter() - started) * 1000, 1)
+            hits = len(found[leg.name])
             await self.recorder.emit(
                 leg.creature,
                 "complete",
-                data={"hits": len(found), "asked": k, "ms": ms},
-                reasoning=f"{leg.name}: {len(found)} candidates in {ms:.0f} ms",
+                data={"hits": hits, "asked": k, "ms": ms},
+                reasoning=f"{leg.name}: {hits} candidates in {ms:.0f} ms",
             )
         return found
 
@@ -314,7 +329,8 @@ class Retriever:
         if self.params.mmr_lambda < 1.0:
             k = max(k, q.limit * 3)  # MMR needs a pool larger than what it returns
         outcomes = await asyncio.gather(
-            *(self._run_leg(leg, q, k) for leg in legs), return_exceptions=True
+            *(self._run_leg(leg, q, k, fused=len(legs) > 1) for leg in legs),
+            return_exceptions=True,
         )
         ranked: dict[str, list[Candidate]] = {}
         status: dict[str, LegStatus] = {}
@@ -334,7 +350,7 @@ class Retriever:
                     )
                 continue
             status[leg.name] = "ok"
-            ranked[leg.name] = outcome
+            ranked.update(outcome)
         if not ranked:
             raise AllLegsFailedError(
                 "every retrieval leg failed: "

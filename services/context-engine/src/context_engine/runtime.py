@@ -183,7 +183,9 @@ class Runtime:
         legs: list[RetrievalLeg] = []
         for name in self.settings.context_legs:
             if name == "bm25":
-                legs.append(Bm25Leg(self.db.main, self.search_index))
+                # Its second ranking (the turn after) unless weighed 0.
+                next_turn = self.settings.leg_weights.get("bm25_next", 1.0) > 0
+                legs.append(Bm25Leg(self.db.main, self.search_index, next_turn=next_turn))
             elif name == "vector" and self.embedding is not None:
                 speakers = (
                     KnownSpeakers(self.db.main, ttl_s=self.settings.speaker_names_ttl_s)

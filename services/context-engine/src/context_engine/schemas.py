@@ -245,6 +245,8 @@ class StatsResponse(BaseModel):
 class VectorState(BaseModel):
     enabled: bool  # CONTEXT_ENGINE_VECTOR_INDEX_ENABLED
     space: str | None  # the collection of the current embedding model and dimension
+    # the space searches use: the current one, or while it fills, the one ready before it
+    searching: str | None = None
     status: Literal["building", "ready", "unavailable"] | None  # ready: every segment embedded
     embedded: int  # segments with a vector in that space
 

@@ -35,43 +35,53 @@ from her_os_shared.logging import get_logger
 log = get_logger(__name__)
 T = TypeVar("T")
 
-SCHEMA_VERSION = "2"  # 2: documents carry the speaker and the turn before
+SCHEMA_VERSION = "3"  # 2: documents carry the speaker and the turn before; 3: and `lex_next`
 _CLEAN = "CLEAN"
 _VERSION = "SCHEMA_VERSION"
 _LEXEME = re.compile(r"'((?:[^']|'')*)'(?::([0-9A-D,]+))?")
 
-# What a segment is found by: its own words and speaker, after the turn before it in the same
-# session (its words and speaker). A question's answer often needs that context ("Where did
-# you go?" / "Lisbon."); measured on LoCoMo (docs/adr/0010-retrieval-defaults.md). PostgreSQL's
-# tsvector `||` shifts the right-hand positions, so phrases stay within one turn.
-# _ROWS: a session's segments (`ids` NULL), or the given ones and the segments right after
-# them (whose context they are).
+# What a segment is found by (`lex`): its own words and speaker, after the turn before it in
+# the same session (its words and speaker). A question's answer often needs that context
+# ("Where did you go?" / "Lisbon."); measured on LoCoMo (docs/adr/0010-retrieval-defaults.md).
+# And (`lex_next`) its own words before the turn after it: the reply often holds what a turn
+# was about (the keyword leg's second ranking, `bm25_next`; ADR 0014). PostgreSQL's tsvector
+# `||` shifts the right-hand positions, so phrases stay within one turn.
+# _ROWS: a session's segments (`ids` NULL), or the given ones and the segments right before
+# and after them (whose context they are).
 _ROWS = text(
     """
     WITH c AS (
       SELECT segment_id,
              lag(to_tsvector('english', speaker) || tsv) OVER w AS prev,
-             lag(segment_id) OVER w AS prev_id
+             lead(to_tsvector('english', speaker) || tsv) OVER w AS next,
+             lag(segment_id) OVER w AS prev_id,
+             lead(segment_id) OVER w AS next_id
       FROM segments WHERE session_id = :sid AND replaced_by IS NULL
       WINDOW w AS (ORDER BY start_s, segment_id)
     )
     SELECT s.session_id, s.segment_id, s.spoken_at, s.replaced_by IS NULL AS active,
-      (coalesce(c.prev, ''::tsvector) || to_tsvector('english', s.speaker) || s.tsv)::text AS tsv
+      (coalesce(c.prev, ''::tsvector) || to_tsvector('english', s.speaker) || s.tsv)::text AS tsv,
+      (to_tsvector('english', s.speaker) || s.tsv || coalesce(c.next, ''::tsvector))::text
+        AS tsv_next
     FROM segments s LEFT JOIN c USING (segment_id)
     WHERE s.session_id = :sid
       AND (CAST(:ids AS text[]) IS NULL OR s.segment_id = ANY(CAST(:ids AS text[]))
-           OR c.prev_id = ANY(CAST(:ids AS text[])))
+           OR c.prev_id = ANY(CAST(:ids AS text[])) OR c.next_id = ANY(CAST(:ids AS text[])))
     """
 )
 _ALL_ACTIVE = text(
     """
     SELECT session_id, segment_id, spoken_at, true AS active,
       (coalesce(lag(to_tsvector('english', speaker) || tsv) OVER w, ''::tsvector)
-       || to_tsvector('english', speaker) || tsv)::text AS tsv
+       || to_tsvector('english', speaker) || tsv)::text AS tsv,
+      (to_tsvector('english', speaker) || tsv
+       || coalesce(lead(to_tsvector('english', speaker) || tsv) OVER w, ''::tsvector))::text
+        AS tsv_next
     FROM segments WHERE replaced_by IS NULL
     WINDOW w AS (PARTITION BY session_id ORDER BY start_s, segment_id)
     """
 )
+FIELDS = ("lex", "lex_next")  # what a segment is found by: with the turn before, after
 
 
 def key_of(session_id: str, segment_id: str) -> str:
@@ -127,6 +137,7 @@ class SegmentSearchIndex:
         sb.add_text_field("key", stored=True, tokenizer_name="raw")
         sb.add_text_field("session", stored=False, tokenizer_name="raw")
         sb.add_text_field("lex", stored=False, tokenizer_name="raw")
+        sb.add_text_field("lex_next", stored=False, tokenizer_name="raw")
         sb.add_date_field("spoken_at", stored=False, indexed=True, fast=True)
         self.schema = sb.build()
         self._index: tantivy.Index | None = None
@@ -277,9 +288,10 @@ class SegmentSearchIndex:
     def _document(self, r: Any) -> tantivy.Document:
         key = key_of(r.session_id, r.segment_id)
         doc = tantivy.Document(key=key, session=r.session_id, spoken_at=r.spoken_at)
-        doc.add_pre_tokenized_text(
-            "lex", tantivy.PreTokenizedString(text="", tokens=tokens_of(r.tsv))
-        )
+        for name, tsv in (("lex", r.tsv), ("lex_next", r.tsv_next)):
+            doc.add_pre_tokenized_text(
+                name, tantivy.PreTokenizedString(text="", tokens=tokens_of(tsv))
+            )
         return doc
 
     async def rebuild(self) -> None:

@@ -1,6 +1,7 @@
 """The vector leg of retrieval (shark): the query embedded by the same model as the stored
 segments, the nearest segments in the current space spoken by `as_of` (and inside the
-window), re-checked in PostgreSQL (still stored, not replaced by a sweep). Score: cosine.
+window), re-checked in PostgreSQL (still stored, not replaced by a sweep). Score: the mean of the
+query's cosines to the segment's two documents (embedding.py).
 
 The query is embedded without the names of the memory's speakers (speakers.py): the speaker
 prior weighs who is named, the vector searches what was said."""
@@ -71,7 +72,7 @@ class VectorLeg:
         since = None if q.hours_back is None else q.as_of - timedelta(hours=q.hours_back)
         vector = await self.query_vector(await self.query_text(q.query))
         hits = await self.embedding.store.search(
-            self.embedding.space,
+            self.embedding.search_space,
             vector,
             k + SLACK,
             kind="segment",

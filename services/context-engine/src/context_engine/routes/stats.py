@@ -39,7 +39,7 @@ async def get_stats(runtime: RuntimeDep) -> StatsResponse:
 async def _vectors(runtime: Runtime) -> dict[str, object]:
     embedding = runtime.embedding
     if embedding is None:
-        return {"enabled": False, "space": None, "status": None, "embedded": 0}
+        return {"enabled": False, "space": None, "status": None, "embedded": 0, "searching": None}
     async with runtime.db.main.connect() as conn:
         row = (
             await conn.execute(
@@ -53,6 +53,7 @@ async def _vectors(runtime: Runtime) -> dict[str, object]:
     return {
         "enabled": True,
         "space": embedding.space_name,
+        "searching": embedding.store.name_of(embedding.search_space),
         "status": row.status if row else "unavailable",
         "embedded": int(row.embedded) if row else 0,
     }

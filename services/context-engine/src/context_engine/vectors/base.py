@@ -1,8 +1,9 @@
 """The vector-store interface both backends implement, and `make_vector_store(settings)`.
 
-A *space* holds the vectors of one embedding model at one dimension (`SpaceName`): a Qdrant
-collection, or one Qdrant Edge shard, named `{prefix}_{model}_{dim}`. A new model fills a
-new space in the background while the old one keeps answering; `drop_space` retires it.
+A *space* holds the vectors of one embedding model at one dimension, compared by one distance
+(`SpaceName`): a Qdrant collection, or one Qdrant Edge shard, named `{prefix}_{model}_{dim}`
+(cosine) or `{prefix}_{model}_{dim}_dot` (inner product). A new model or layout fills a new
+space in the background; `drop_space` retires the old one.
 
 Point ids are uuid5 of the point's kind and key (`segment:{session_id}/{segment_id}`,
 `entity:{entity_id}`), so writing the same segment twice replaces it: upserts are idempotent
@@ -52,6 +53,8 @@ PAYLOAD_FIELDS = (
     "model",
     "dim",
 )
+Distance = Literal["cosine", "dot"]
+DISTANCES: tuple[Distance, ...] = ("cosine", "dot")
 # The largest `limit` a search may ask for.
 MAX_LIMIT = 1000
 
@@ -98,24 +101,31 @@ def slug(model: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class SpaceName:
-    """The vectors of one embedding model (`Embedder.name`) at one dimension."""
+    """The vectors of one embedding model (`Embedder.name`) at one dimension. `cosine`
+    spaces hold unit vectors; `dot` spaces are searched by inner product, for points that
+    are not unit length (the mean of two unit vectors: embedding.py)."""
 
     model: str
     dim: int
+    distance: Distance = "cosine"
 
     def __post_init__(self) -> None:
         if not isinstance(self.dim, int) or self.dim < 1:
             raise ValueError(f"dimension must be a positive integer, got {self.dim!r}")
+        if self.distance not in DISTANCES:
+            raise ValueError(f"distance must be one of {DISTANCES}, got {self.distance!r}")
         slug(self.model)  # fails early on an unusable name
 
     def name(self, prefix: str) -> str:
-        """The collection / shard name: `{prefix}_{slug(model)}_{dim}`."""
-        return f"{prefix}_{slug(self.model)}_{self.dim}"
+        """The collection / shard name: `{prefix}_{slug(model)}_{dim}`, `_dot` after it for
+        an inner-product space (cosine spaces keep the names they always had)."""
+        suffix = "" if self.distance == "cosine" else f"_{self.distance}"
+        return f"{prefix}_{slug(self.model)}_{self.dim}{suffix}"
 
     @classmethod
-    def of(cls, embedder: Any) -> SpaceName:
+    def of(cls, embedder: Any, distance: Distance = "cosine") -> SpaceName:
         """The space of an `Embedder` (its `name` and `dim`)."""
-        return cls(embedder.name, embedder.dim)
+        return cls(embedder.name, embedder.dim, distance)
 
 
 def point_id(kind: Kind, key: Sequence[str]) -> str:
@@ -139,7 +149,8 @@ def epoch_seconds(value: datetime | float) -> float:
 @dataclass(frozen=True, slots=True)
 class VectorPoint:
     """One vector to store. `key` is (session_id, segment_id) for a segment, (entity_id,)
-    for an entity; `vector` is unit-length float32 of the space's dimension."""
+    for an entity; `vector` is float32 of the space's dimension (unit length in a cosine
+    space)."""
 
     kind: Kind
     key: tuple[str, ...]
@@ -178,7 +189,7 @@ class VectorPoint:
 @dataclass(frozen=True, slots=True)
 class VectorHit:
     id: str
-    score: float  # cosine similarity, higher is closer
+    score: float  # cosine similarity (inner product in a dot space), higher is closer
     payload: dict[str, Any]
 
     @property
@@ -315,7 +326,7 @@ def segment_key(point_id_: object, payload: Mapping[str, Any] | None) -> Segment
 
 
 class VectorStore(ABC):
-    """Vectors of segments and entities, searched by cosine similarity.
+    """Vectors of segments and entities, searched by the space's distance.
 
     Every method is a coroutine that is safe to call from the event loop and from
     concurrent tasks: writes to one space are applied in the order they were called,
@@ -337,7 +348,8 @@ class VectorStore(ABC):
 
     @abstractmethod
     async def ensure_space(self, space: SpaceName) -> None:
-        """Create the space (cosine distance, payload indexes) unless it exists."""
+        """Create the space (its distance, payload indexes) unless it exists; VectorStoreError
+        when a space of that name holds other vectors (model, dimension or distance)."""
 
     @abstractmethod
     async def upsert(self, space: SpaceName, points: Sequence[VectorPoint]) -> None:
@@ -363,7 +375,7 @@ class VectorStore(ABC):
         spoken_after: datetime | float | None = None,
         session_ids: Sequence[str] | None = None,
     ) -> list[VectorHit]:
-        """The `limit` nearest points by cosine similarity, best first, with payloads."""
+        """The `limit` nearest points (cosine or inner product), best first, with payloads."""
 
     @abstractmethod
     async def count(self, space: SpaceName) -> int: ...

@@ -2,7 +2,7 @@
 
 One `EdgeShard` per space, stored as generations under `{vector_dir}/{space name}/`:
 
-    space.json      {"model": ..., "dim": ..., "format": 1}
+    space.json      {"model": ..., "dim": ..., "distance": "cosine" | "dot", "format": 1}
     CURRENT         the name of the live generation (replaced atomically)
     gen-<id>/       an EdgeShard directory (segments/, wal/, edge_config.json)
 
@@ -64,6 +64,7 @@ from context_engine.vectors.base import (
     INDEXED_FIELDS,
     SCAN_PAGE,
     SEARCH_EF,
+    Distance,
     Kind,
     Prepared,
     SearchFilter,
@@ -101,9 +102,12 @@ _BUILD_RETRY_MAX_S = 600.0
 _SCHEMA = {"keyword": qe.PayloadSchemaType.Keyword, "float": qe.PayloadSchemaType.Float}
 
 
-def edge_config(dim: int) -> qe.EdgeConfig:
+_DISTANCE = {"cosine": qe.Distance.Cosine, "dot": qe.Distance.Dot}
+
+
+def edge_config(dim: int, distance: Distance = "cosine") -> qe.EdgeConfig:
     return qe.EdgeConfig(
-        vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine),
+        vectors=qe.EdgeVectorParams(size=dim, distance=_DISTANCE[distance]),
         hnsw_config=qe.HnswIndexConfig(
             m=HNSW_M,
             ef_construct=HNSW_EF_CONSTRUCT,
@@ -215,6 +219,7 @@ class _Space:
     root: Path
     model: str
     dim: int
+    distance: Distance
     gen: _Generation | None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # writes, swaps, drop
     journal: list[qe.UpdateOperation] | None = None  # writes made while a build runs
@@ -337,11 +342,16 @@ class EdgeVectorStore(VectorStore):
             if root.exists():  # a creation that never finished
                 shutil.rmtree(root)
             root.mkdir(parents=True)
-            meta = {"model": create.model, "dim": create.dim, "format": FORMAT}
+            meta = {
+                "model": create.model,
+                "dim": create.dim,
+                "distance": create.distance,
+                "format": FORMAT,
+            }
             _write_atomically(root / SPACE_FILE, json.dumps(meta) + "\n")
             path = root / f"{GEN_PREFIX}{uuid.uuid4().hex}"
             try:
-                shard = qe.EdgeShard.create(str(path), edge_config(create.dim))
+                shard = qe.EdgeShard.create(str(path), edge_config(create.dim, create.distance))
                 for field_name, schema in INDEXED_FIELDS.items():
                     shard.update(qe.UpdateOperation.create_field_index(field_name, _SCHEMA[schema]))
                 shard.flush()
@@ -363,7 +373,15 @@ class EdgeVectorStore(VectorStore):
             except Exception as exc:
                 raise _edge_error(f"cannot load vector space {name} from {path}", exc) from exc
             _warm(path, wait=False)
-        sp = _Space(name, root, str(meta["model"]), int(meta["dim"]), _Generation(path, shard))
+        # A space.json without a distance predates dot spaces: it is cosine.
+        sp = _Space(
+            name,
+            root,
+            str(meta["model"]),
+            int(meta["dim"]),
+            meta.get("distance", "cosine"),
+            _Generation(path, shard),
+        )
         self._refresh(sp)
         return sp
 
@@ -374,10 +392,10 @@ class EdgeVectorStore(VectorStore):
 
     async def ensure_space(self, space: SpaceName) -> None:
         sp = await self._space(self.name_of(space), create=space)
-        if (sp.model, sp.dim) != (space.model, space.dim):
+        if (sp.model, sp.dim, sp.distance) != (space.model, space.dim, space.distance):
             raise VectorStoreError(
-                f"vector space {sp.name} holds {sp.model}/{sp.dim} vectors, "
-                f"not {space.model}/{space.dim}"
+                f"vector space {sp.name} holds {sp.model}/{sp.dim} vectors by {sp.distance}, "
+                f"not {space.model}/{space.dim} by {space.distance}"
             )
 
     async def spaces(self) -> list[str]:

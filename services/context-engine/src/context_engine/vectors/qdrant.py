@@ -1,5 +1,6 @@
-"""A Qdrant server through qdrant-client (production): one collection per space, cosine
-distance, payload indexes on `kind`, `session_id` (keyword) and `spoken_at` (float).
+"""A Qdrant server through qdrant-client (production): one collection per space, by the
+space's distance (cosine or dot), payload indexes on `kind`, `session_id` (keyword) and
+`spoken_at` (float).
 
 `AsyncQdrantClient` speaks HTTP without blocking the event loop. Writes to one collection
 go out one at a time, in call order (a lock per space), in batches of `batch` points, each
@@ -47,6 +48,7 @@ from her_os_shared.logging import get_logger
 log = get_logger(__name__)
 T = TypeVar("T")
 
+_DISTANCE = {"cosine": models.Distance.COSINE, "dot": models.Distance.DOT}
 _SCHEMA = {
     "keyword": models.PayloadSchemaType.KEYWORD,
     "float": models.PayloadSchemaType.FLOAT,
@@ -202,9 +204,11 @@ class QdrantVectorStore(VectorStore):
                 info = await self._wrap(self.client.get_collection, name)
                 params = info.config.params.vectors
                 size = params.size if isinstance(params, models.VectorParams) else None
-                if size != space.dim:
+                distance = params.distance if isinstance(params, models.VectorParams) else None
+                if size != space.dim or distance != _DISTANCE[space.distance]:
                     raise VectorStoreError(
-                        f"collection {name} exists with vectors of size {size}, not {space.dim}"
+                        f"collection {name} exists with vectors of size {size} by {distance}, "
+                        f"not {space.dim} by {_DISTANCE[space.distance]}"
                     )
             else:
                 try:
@@ -212,7 +216,7 @@ class QdrantVectorStore(VectorStore):
                         self.client.create_collection,
                         name,
                         vectors_config=models.VectorParams(
-                            size=space.dim, distance=models.Distance.COSINE
+                            size=space.dim, distance=_DISTANCE[space.distance]
                         ),
                         hnsw_config=models.HnswConfigDiff(m=HNSW_M, ef_construct=HNSW_EF_CONSTRUCT),
                     )
