@@ -210,6 +210,26 @@ def test_her_os_bind_moves_every_published_port(tmp_path: Path) -> None:
         assert [p["host_ip"] for p in services[name]["ports"]] == ["0.0.0.0"]
 
 
+def test_the_engine_trusts_forwarded_addresses_from_the_dashboard_only() -> None:
+    """nginx (dashboard/nginx.conf) passes each browser's address in X-Forwarded-For; the
+    engine trusts it from nginx's pinned address, which lies in the network's subnet, and
+    no other service trusts the header at all."""
+    import ipaddress
+
+    cfg = config(BASE)
+    (subnet,) = [c["subnet"] for c in cfg["networks"]["default"]["ipam"]["config"]]
+    nginx = cfg["services"]["dashboard"]["networks"]["default"]["ipv4_address"]
+    assert ipaddress.ip_address(nginx) in ipaddress.ip_network(subnet)
+    services = cfg["services"]
+    assert services["context-engine"]["environment"]["CONTEXT_ENGINE_FORWARDED_ALLOW_IPS"] == nginx
+    for name, (_, prefix, _, _) in PYTHON_SERVICES.items():
+        if name != "context-engine":
+            assert f"{prefix}FORWARDED_ALLOW_IPS" not in services[name]["environment"], name
+    assert "X-Forwarded-For $proxy_add_x_forwarded_for" in (
+        REPO / "dashboard" / "nginx.conf"
+    ).read_text(encoding="utf-8")
+
+
 def test_transcripts_and_events_are_shared_read_write() -> None:
     cfg = config(BASE)
     assert set(SHARED_VOLUMES) <= set(cfg["volumes"])
