@@ -46,6 +46,7 @@ BUILT_ENDPOINTS: dict[str, dict[str, set[str]]] = {
         "/v1/enroll": {"post"},
         "/v1/enrollment": {"get", "delete"},
         "/v1/enrollment/{style}": {"delete"},
+        "/v1/enrollment/persons/{person}": {"delete"},
         "/v1/session/{session_id}": {"get"},
         "/v1/session/{session_id}/end": {"post"},
         "/v1/cleanup": {"post"},

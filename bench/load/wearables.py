@@ -23,12 +23,19 @@ services on one transcripts volume.
   pipeline (RSS), PostgreSQL (PSS summed over its processes, so shared buffers count once)
   and FalkorDB (RSS).
 
-At the end the wearables stop, the benchmark waits until PostgreSQL holds every segment sent
+At the end the wearables stop; when every segment sent is searchable, a quiet phase
+(`--quiet-minutes`, 5) begins: the retrieval clients go on asking, nothing new is sent, and
+memory is still sampled. Then the benchmark waits until PostgreSQL holds every segment sent
 and each has its vector, and asks the engine's drift check (`GET /v1/check`). Prints errors
 per endpoint (any non-2xx or exception), time to searchable p50/p95/p99/max, retrieval
-latency, memory (start, peak, end, slope over the second half), the health seen, the counts,
-and PASS/FAIL against the targets: zero errors, bounded memory, time to searchable p95 ≤ 1.5 s
-(the target of bench/context_engine/time_to_searchable.py, without load).
+latency, memory (start, peak, end of the load, slope over its second half, MiB per 1,000
+segments stored, and the slope over the quiet phase after its first minute), the health
+seen, the counts, and PASS/FAIL against the targets: zero errors, bounded memory, time to
+searchable p95 ≤ 1.5 s (the target of bench/context_engine/time_to_searchable.py, without
+load). Bounded memory: no process grows by more than 5 % over the quiet phase. While segments
+arrive, every store grows with what it holds (the engine keeps the keyword index and the
+vectors' HNSW graph in process): that growth is reported per segment stored, and a leak is
+what goes on growing once nothing new arrives while the same queries are served.
 
     uv run python bench/load/wearables.py [--minutes 10] [--wearables 10] [--audio 0]
 """
@@ -78,7 +85,8 @@ from common import (
 from locomo_recall import falkordb
 
 TTS_TARGET_S = 1.5
-BOUNDED_GROWTH = 0.05  # growth over the second half, as a share of its mean: "bounded" below
+BOUNDED_GROWTH = 0.05  # growth over the quiet phase, as a share of its mean: "bounded" below
+QUIET_SETTLE_S = 60.0  # the quiet phase's first minute: sessions end, their stages finish
 CHUNK_S = 2.0  # audio wearables: seconds of PCM16 per webhook request
 PROBE_TIMEOUT_S = 120.0
 POLL_BATCH = 25  # tokens per poll: "zq… or zq…" stays under the 512-character query limit
@@ -145,7 +153,9 @@ class Load:
     degraded_answers: int = 0
     health: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     memory: dict[str, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    stop: asyncio.Event = field(default_factory=asyncio.Event)  # the wearables stop
+    done: asyncio.Event = field(default_factory=asyncio.Event)  # the retrieval clients stop
+    quiet_from: float | None = None  # seconds from the start when nothing more was sent
 
     async def request(
         self, name: str, client: httpx.AsyncClient, method: str, url: str, **kw: Any
@@ -256,7 +266,7 @@ async def audio_wearable(
 async def retrieval_client(
     client: httpx.AsyncClient, load: Load, questions: list[str], rng: random.Random
 ) -> None:
-    while not load.stop.is_set():
+    while not load.done.is_set():
         r = await load.request(
             "GET /v1/context (clients)", client, "GET", "/v1/context",
             params={"query": rng.choice(questions)[:512], "limit": "5"},
@@ -470,6 +480,7 @@ async def drive(
     clips: list[tuple[str, bytes]],
     poll_s: float,
     sample_s: float,
+    quiet_minutes: float,
     seed: int,
 ) -> tuple[Load, float, dict[str, float]]:
     load = Load()
@@ -520,10 +531,17 @@ async def drive(
                 await asyncio.sleep(1.0)
             progress.update(task, completed=total)
         load.stop.set()
-        await asyncio.gather(*actors)
-        run_s = time.perf_counter() - t0
+        await asyncio.gather(*actors[:wearables])
         with console.status("waiting for the last segments to become searchable"):
             await poll
+        load.quiet_from = time.perf_counter() - t0
+        with console.status(
+            f"quiet phase: {quiet_minutes:g} min of queries and nothing sent (memory sampled)"
+        ):
+            await asyncio.sleep(quiet_minutes * 60)
+        load.done.set()
+        await asyncio.gather(*actors[wearables:])
+        run_s = time.perf_counter() - t0  # the load and the quiet phase
         cpu = {
             name: (await asyncio.to_thread(cpu_seconds, procs())) - cpu0[name]
             for name, procs in groups.items()
@@ -559,10 +577,18 @@ def slope_per_min(samples: list[tuple[float, float]]) -> float:
     return float(np.polyfit(t, v, 1)[0] * 60)
 
 
+def growth_of(samples: list[tuple[float, float]]) -> float:
+    """Growth over the samples' span by their linear trend, as a share of their mean."""
+    if len(samples) < 3:
+        return float("nan")
+    span_min = (samples[-1][0] - samples[0][0]) / 60
+    return slope_per_min(samples) * span_min / float(np.mean([v for _, v in samples]))
+
+
 def report(
     load: Load, run_s: float, cpu: dict[str, float], store: dict[str, int], check: dict | None
 ) -> dict[str, bool]:
-    table = Table(title=f"requests over {run_s / 60:.1f} min")
+    table = Table(title=f"requests over {run_s / 60:.1f} min (the load, then the quiet phase)")
     for col in ("endpoint", "ok", "errors", "p50 ms", "p95 ms", "p99 ms", "max ms", "req/s"):
         table.add_column(col, justify="left" if col == "endpoint" else "right")
     for name, ep in sorted(load.endpoints.items()):
@@ -589,22 +615,27 @@ def report(
     )  # fmt: skip
     console.print(tts)
 
-    mem = Table(title="memory (MiB), sampled every few seconds")
-    for col in ("process", "samples", "start", "peak", "end", "2nd-half slope MiB/min",
-                "2nd-half growth", "CPU s (share of run)"):  # fmt: skip
+    mem = Table(title="memory (MiB), sampled every few seconds: under load, then quiet")
+    for col in ("process", "samples", "start", "peak", "end of load", "2nd-half growth",
+                "MiB per 1k segments", "quiet: end", "quiet slope MiB/min", "quiet growth",
+                "CPU s (share of run)"):  # fmt: skip
         mem.add_column(col, justify="left" if col == "process" else "right")
     bounded = True
+    quiet_from = load.quiet_from if load.quiet_from is not None else float("inf")
     for name, samples in load.memory.items():
-        values = [v for _, v in samples]
-        second = samples[len(samples) // 2 :]
-        slope = slope_per_min(second)
-        span_min = (second[-1][0] - second[0][0]) / 60 if len(second) > 1 else 0.0
-        growth = slope * span_min / np.mean([v for _, v in second]) if second else float("nan")
-        ok = not growth > BOUNDED_GROWTH
+        loaded = [(t, v) for t, v in samples if t < quiet_from] or samples
+        quiet = [(t, v) for t, v in samples if t >= quiet_from + QUIET_SETTLE_S]
+        values = [v for _, v in loaded]
+        per_k = (values[-1] - values[0]) / max(1, load.sent_segments) * 1000
+        measured = len(quiet) >= 3
+        ok = measured and not growth_of(quiet) > BOUNDED_GROWTH
         bounded &= ok
         mem.add_row(
             name, str(len(samples)), f"{values[0]:.0f}", f"{max(values):.0f}", f"{values[-1]:.0f}",
-            f"{slope:+.2f}", f"{growth:+.1%}" + ("" if ok else " [red]growing[/]"),
+            f"{growth_of(loaded[len(loaded) // 2 :]):+.1%}", f"{per_k:+.2f}",
+            f"{quiet[-1][1]:.0f}" if quiet else "—", f"{slope_per_min(quiet):+.2f}",
+            (f"{growth_of(quiet):+.1%}" if measured else "too short")
+            + ("" if ok else " [red]growing[/]"),
             f"{cpu.get(name, float('nan')):.0f} ({cpu.get(name, float('nan')) / run_s:.0%})",
         )  # fmt: skip
     console.print(mem)
@@ -657,6 +688,9 @@ def main(
     clients: Annotated[int, typer.Option(help="retrieval clients, back to back")] = 2,
     poll_s: Annotated[float, typer.Option(help="seconds between two polls")] = 0.1,
     sample_s: Annotated[float, typer.Option(help="seconds between health/memory samples")] = 5.0,
+    quiet_minutes: Annotated[
+        float, typer.Option(help="minutes of queries with nothing sent, after the load")
+    ] = 5.0,
     session_gap_s: Annotated[
         float, typer.Option(help="the engine's session_gap_s: silence that ends a session")
     ] = 60.0,
@@ -681,7 +715,8 @@ def main(
     console.print(
         f"{wearables} wearables ({audio} streaming audio, {wearables - audio} sending "
         "transcripts), "
-        f"{clients} retrieval clients, {minutes:g} min; {len(turns)} LoCoMo turns, "
+        f"{clients} retrieval clients, {minutes:g} min, then {quiet_minutes:g} min quiet; "
+        f"{len(turns)} LoCoMo turns, "
         f"{len(questions)} questions" + (f", {len(clips)} WAVs" if clips else "")
     )
     with workdir("her-os-load-", keep) as tmp, contextlib.ExitStack() as stack:
@@ -710,7 +745,7 @@ def main(
             drive(
                 engine, audio_url, groups, minutes=minutes, wearables=wearables, audio=audio,
                 clients=clients, turns=turns, questions=questions, clips=clips, poll_s=poll_s,
-                sample_s=sample_s, seed=seed,
+                sample_s=sample_s, quiet_minutes=quiet_minutes, seed=seed,
             )
         )  # fmt: skip
         store = asyncio.run(drain(pg.url, load.sent_segments, drain_timeout))

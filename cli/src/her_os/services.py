@@ -62,6 +62,10 @@ def service_env(
         own["GRAPH_URL"] = falkordb.url(settings, creds.falkordb_password)
         own["SEARCH_INDEX_DIR"] = str(layout.search_index)
         own["VECTOR_DIR"] = str(layout.vectors)
+        # Forgetting a person deletes their enrolled voice there too.
+        own["AUDIO_PIPELINE_URL"] = AUDIO_PIPELINE.base_url(
+            settings.connect_host, AUDIO_PIPELINE.port(settings)
+        )
     if service is ANNIE_VOICE:
         own["CONTEXT_ENGINE_URL"] = CONTEXT_ENGINE.base_url(
             settings.connect_host, CONTEXT_ENGINE.port(settings)

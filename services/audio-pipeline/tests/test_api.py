@@ -147,6 +147,14 @@ async def test_an_enrolled_voice_is_named_in_new_sessions_and_after_a_restart(
         assert plumber["speaker"] == "Asha"
         assert (await c.delete(f"/v1/enrollment/{style_id}", headers=AUTH)).status_code == 200
         assert (await c.delete(f"/v1/enrollment/{style_id}", headers=AUTH)).status_code == 404
+        # Forgetting a person by name (what the context engine's forget calls).
+        files = {"file": ("me.wav", to_wav_bytes(samples, rate), "audio/wav")}
+        r = await c.post("/v1/enroll", data={"person": "Asha"}, files=files, headers=AUTH)
+        assert r.status_code == 200, r.text
+        gone = await c.delete("/v1/enrollment/persons/asha", headers=AUTH)
+        assert gone.status_code == 200 and gone.json() == {"deleted_persons": 1}
+        assert (await c.get("/v1/enrollment", headers=AUTH)).json()["persons"] == []
+        assert (await c.delete("/v1/enrollment/persons/asha", headers=AUTH)).status_code == 404
         assert (await c.delete("/v1/enrollment", headers=AUTH)).json() == {"deleted_persons": 0}
 
 

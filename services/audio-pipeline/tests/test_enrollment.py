@@ -177,8 +177,12 @@ def test_delete_style_person_and_all_persist(tmp_path: Path) -> None:
     assert bank.delete_style(s3)  # bob's last style: bob is gone
     assert EnrollmentBank(directory).persons() == ["alice"]
 
-    bank.enroll("carol", basis(3))
-    assert bank.delete_person("carol") and not bank.delete_person("carol")
+    bank.enroll("Carol Ann", basis(3))
+    bank.enroll("Carol Ann", basis(4), style="phone")
+    # By name as it is said (any case, any spacing): every style of hers goes, for good.
+    assert bank.delete_person(" carol  ANN") == ["Carol Ann"]
+    assert bank.delete_person("carol ann") == []
+    assert EnrollmentBank(directory).persons() == ["alice"]
     assert bank.delete_all() == 1
     reloaded = EnrollmentBank(directory)
     assert reloaded.list() == [] and reloaded.identify(basis(0)) is None

@@ -2,7 +2,8 @@
 a session, an entity and a person are forgotten, then the residue scan (residue.py) searches
 every store for their words and ids and must find nothing; retrieval returns none of it, the
 watcher does not bring it back, and what was not forgotten is still there. A graph that is
-down makes the forget answer 202 with the graph's error, and its job finishes it later."""
+down (and an audio pipeline whose enrollment bank holds the person's voice) makes the forget
+answer 202 with the errors, and its job finishes it later."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 from engine_harness import (
     TOKEN,
@@ -24,6 +26,7 @@ from engine_harness import (
 from residue import assert_no_residue, residue
 
 from context_engine.config import Settings
+from context_engine.voices import VoiceBank
 
 pytestmark = pytest.mark.platform
 
@@ -108,6 +111,7 @@ async def test_forget_a_session_an_entity_and_a_person_everywhere(
     assert forgot["stores"]["jsonl"]["files_removed"] == 1
     assert forgot["stores"]["postgres"]["segments"] == 2
     assert {s["status"] for s in forgot["stores"].values()} == {"done"}
+    assert forgot["stores"]["voices"] == {"status": "done", "applies": False}  # a person's
     assert (await engine.get("/v1/sessions/fs-gone-3")).status_code == 404
 
     # An entity: the place and what was said about it.
@@ -121,6 +125,8 @@ async def test_forget_a_session_an_entity_and_a_person_everywhere(
     r = await engine.client.post("/v1/forget", json={"person": "priya"}, headers=HEADERS)
     assert r.status_code == 200, r.text
     assert r.json()["stores"]["jsonl"]["segments"] == 2  # her line, and "My wife Priya…"
+    # No audio pipeline configured here: her voice is not reached, and the report says so.
+    assert r.json()["stores"]["voices"] == {"status": "done", "configured": False}
     rid = r.json()["request_id"]
     assert (await engine.get(f"/v1/forget/{rid}")).json()["status"] == "done"
 
@@ -167,6 +173,11 @@ async def test_a_store_that_is_down_is_reported_and_retried(
     graph = engine.runtime.graph
     assert graph is not None
     await graph.close()  # the graph store is down for the forget
+    # So is the audio pipeline, whose enrollment bank holds Meera's voice.
+    pipeline = AudioPipelineDouble(up=False)
+    engine.runtime.forgetter.p.voices = VoiceBank(
+        "http://audio-pipeline", TOKEN, transport=httpx.MockTransport(pipeline.handle)
+    )
 
     r = await engine.client.post(
         "/v1/forget", params={"wait_s": 10}, json={"person": "Meera"}, headers=HEADERS
@@ -174,10 +185,12 @@ async def test_a_store_that_is_down_is_reported_and_retried(
     assert r.status_code == 202, r.text
     stores = r.json()["stores"]
     assert stores["graph"]["status"] == "error" and "Meera" not in stores["graph"]["error"]
+    assert stores["voices"]["status"] == "error" and "503" in stores["voices"]["error"]
     assert stores["jsonl"]["status"] == stores["postgres"]["status"] == "done"
     rid = r.json()["request_id"]
 
     await graph.open()  # back: the forget job finishes it
+    pipeline.up = True
 
     async def finished() -> dict[str, object] | None:
         view = (await engine.get(f"/v1/forget/{rid}")).json()
@@ -185,4 +198,26 @@ async def test_a_store_that_is_down_is_reported_and_retried(
 
     view = await eventually(finished, "the forget job", deadline_s=60)
     assert view["stores"]["graph"]["status"] == "done"
+    assert view["stores"]["voices"] == {"status": "done", "persons": 1}
+    assert pipeline.enrolled == set()
+    assert "Meera" not in json.dumps(view)  # the request's path named her; the view does not
     await assert_no_residue(engine.runtime, ["Meera"])
+
+
+class AudioPipelineDouble:
+    """Test double of the audio pipeline's `DELETE /v1/enrollment/persons/{name}`: 503
+    while down, then the route's answers (200 with the count, 404 when unknown)."""
+
+    def __init__(self, *, up: bool) -> None:
+        self.up = up
+        self.enrolled = {"meera"}
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        assert request.headers["X-Internal-Token"] == TOKEN
+        if not self.up:
+            return httpx.Response(503)
+        name = request.url.path.removeprefix("/v1/enrollment/persons/").casefold()
+        if request.method != "DELETE" or name not in self.enrolled:
+            return httpx.Response(404)
+        self.enrolled.discard(name)
+        return httpx.Response(200, json={"deleted_persons": 1})

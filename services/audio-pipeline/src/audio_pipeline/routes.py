@@ -143,6 +143,21 @@ async def delete_style(
     return {"deleted": style}
 
 
+@router.delete(
+    "/enrollment/persons/{person}",
+    summary="Forget a person's voice: every style of theirs (the name in any case)",
+    responses={404: {"description": "no such person"}},
+)
+async def delete_person(
+    runtime: RuntimeDep, person: Annotated[str, Path(min_length=1, max_length=128)]
+) -> dict[str, Any]:
+    # The context engine calls this when a person is forgotten by name (ADR 0013).
+    deleted = runtime.bank.delete_person(person)
+    if not deleted:
+        raise HTTPException(404, "no enrolled person of that name")
+    return {"deleted_persons": len(deleted)}
+
+
 @router.delete("/enrollment", summary="Forget every enrolled voice")
 async def delete_enrollment(runtime: RuntimeDep) -> dict[str, Any]:
     return {"deleted_persons": runtime.bank.delete_all()}

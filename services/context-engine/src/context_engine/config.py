@@ -232,6 +232,13 @@ class Settings(ServiceSettings):
         default_factory=lambda: {"L2": 1.25}
     )
 
+    # --- forget (forget.py) ---
+    # The audio pipeline (its URL, same internal token): forgetting a person by name also
+    # deletes their enrolled voice there. Unset: that step reports "not configured" (the
+    # voice stays; `her-os up` and docker compose set it).
+    audio_pipeline_url: str | None = None
+    audio_pipeline_timeout_s: float = Field(default=5.0, gt=0)
+
     @field_validator("timezone")
     @classmethod
     def _known_timezone(cls, value: str) -> str:

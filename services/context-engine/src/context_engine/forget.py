@@ -15,7 +15,9 @@ mention goes, entity ids, segments the extractor tied to those entities) and sto
    removed segment were embedded with it as context), re-embedded by their job;
 5. the graph: episodes of touched sessions, nodes, facts, summaries and communities naming
    the target; touched sessions are written again from PostgreSQL by their graph job;
-6. the events: the chronicler's ring and backlog, the event JSONL files, the events table.
+6. the events: the chronicler's ring and backlog, the event JSONL files, the events table;
+7. the voices: a person forgotten by name is deleted from the audio pipeline's enrollment
+   bank (voices.py), so new transcripts stop naming them.
 
 A step that fails is reported with its error and retried by the `forget` job with backoff;
 the request is `done` only when every step is, and its target is then reduced to a digest.
@@ -51,10 +53,11 @@ if TYPE_CHECKING:
     from context_engine.ingest import Ingestor
     from context_engine.recorder import EventRecorder
     from context_engine.search_index import SegmentSearchIndex
+    from context_engine.voices import VoiceBank
 
 log = get_logger(__name__)
 
-STEPS = ("jsonl", "postgres", "keyword_index", "vectors", "graph", "events")
+STEPS = ("jsonl", "postgres", "keyword_index", "vectors", "graph", "events", "voices")
 MIN_NAME_CHARS = 2
 DEADLOCK_RETRIES = 5
 _ID_CHARS = "A-Za-z0-9_-"
@@ -293,6 +296,7 @@ class ForgetParts:
     recorder: EventRecorder | None = None
     # re-derive a touched session: (session_id) → queue its embed and graph jobs
     rederive: Callable[[str], Awaitable[None]] | None = None
+    voices: VoiceBank | None = None  # the audio pipeline's enrollment bank
 
 
 class Forgetter:
@@ -628,6 +632,18 @@ class Forgetter:
         if self.p.rederive is not None:
             for sid in target.touched:
                 await self.p.rederive(sid)
+
+    async def _voices(self, target: Target) -> dict[str, Any]:
+        """A person forgotten by name: their enrolled voices (sessions and entities keep
+        theirs: a voice is a person's, and only a person request names one)."""
+        if target.kind != "person":
+            return {"applies": False}
+        if self.p.voices is None:
+            return {"configured": False}
+        deleted = 0
+        for name in target.names:
+            deleted += await self.p.voices.forget_person(name)
+        return {"persons": deleted}
 
     async def _graph(self, target: Target) -> dict[str, Any]:
         graph = self.p.graph

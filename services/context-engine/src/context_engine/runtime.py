@@ -37,6 +37,7 @@ from context_engine.search_index import Changes, SegmentSearchIndex
 from context_engine.speakers import KnownSpeakers
 from context_engine.vector_leg import VectorLeg
 from context_engine.vectors.base import make_vector_store
+from context_engine.voices import VoiceBank
 from context_engine.watcher import TranscriptWatcher
 from her_os_shared.logging import get_logger
 
@@ -140,6 +141,17 @@ class Runtime:
                 graph=self.graph,
                 recorder=self.recorder,
                 rederive=self._rederive,
+                voices=(
+                    VoiceBank(
+                        settings.audio_pipeline_url,
+                        settings.internal_token.get_secret_value()
+                        if settings.internal_token
+                        else "",
+                        timeout_s=settings.audio_pipeline_timeout_s,
+                    )
+                    if settings.audio_pipeline_url
+                    else None
+                ),
             )
         )
         self.jobs.forgetter = self.forgetter
@@ -413,6 +425,9 @@ class Runtime:
             with suppress(Exception):
                 async with asyncio.timeout(STOP_TIMEOUT_S):
                     await self.embedding.close()
+        if self.forgetter.p.voices is not None:
+            with suppress(Exception):
+                await self.forgetter.p.voices.close()
         closing = getattr(self.session_stages.extractor, "aclose", None)
         if closing is not None:  # the LLM extractor's HTTP clients
             with suppress(Exception):

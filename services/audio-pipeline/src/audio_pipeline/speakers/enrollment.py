@@ -454,13 +454,20 @@ class EnrollmentBank:
                         return True
         return False
 
-    def delete_person(self, person: str) -> bool:
+    def delete_person(self, person: str) -> list[str]:
+        """Remove a person and every style of theirs, the name matched as a person would be
+        named aloud (any case, runs of spaces as one): "priya" removes "Priya". Returns the
+        names removed (none when unknown)."""
+        key = " ".join(person.split()).casefold()
         with self._lock:
-            if self._persons.pop(person.strip(), None) is None:
-                return False
+            gone = [p for p in self._persons if " ".join(p.split()).casefold() == key]
+            if not gone:
+                return []
+            for name in gone:
+                del self._persons[name]
             self._save()
-            log.info("speaker_person_deleted", person=person)
-            return True
+            log.info("speaker_person_deleted", persons=len(gone))
+            return gone
 
     def delete_all(self) -> int:
         """Forget everyone; returns how many people were removed."""
