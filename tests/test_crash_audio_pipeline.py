@@ -9,11 +9,8 @@ this process on a real PostgreSQL and FalkorDB. Every wait polls against a gener
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import signal
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from engine_harness import Engine, engine_settings, eventually, free_port, query, start_graph_engine
+from service_process import healthy, spawn
 
 from her_os_shared.jsonl import JsonlReader
 from her_os_shared.transcript import TranscriptPayload
@@ -33,41 +31,15 @@ AFTER_RESTART = 40  # and after the restart
 
 
 def _spawn(root: Path, transcripts: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AUDIO_PIPELINE_")}
-    env.update(
-        {
-            "AUDIO_PIPELINE_HOST": "127.0.0.1",
-            "AUDIO_PIPELINE_PORT": str(port),
-            "AUDIO_PIPELINE_INTERNAL_TOKEN": AUDIO_TOKEN,
-            "AUDIO_PIPELINE_WEBHOOK_TOKEN": WEBHOOK_TOKEN,
-            "AUDIO_PIPELINE_TRANSCRIPTS_DIR": str(transcripts),
-            "AUDIO_PIPELINE_EVENTS_DIR": str(root / "audio-events"),
-            "AUDIO_PIPELINE_SPOOL_DIR": str(root / "spool"),
-            "AUDIO_PIPELINE_ENROLLMENT_DIR": str(root / "enrollment"),
-            "AUDIO_PIPELINE_MODELS_DIR": str(root / "models"),
-        }
-    )
-    with open(log, "ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "audio_pipeline"], env=env, stdout=out, stderr=out
-        )
-
-
-def _tail(log: Path) -> str:
-    return log.read_text(errors="replace")[-3000:]
-
-
-async def _healthy(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
-    async with httpx.AsyncClient(timeout=2) as client:
-
-        async def up() -> bool | None:
-            assert proc.poll() is None, _tail(log)
-            with contextlib.suppress(httpx.HTTPError):
-                if (await client.get(url + "/health")).status_code == 200:
-                    return True
-            return None
-
-        await eventually(up, "the audio pipeline to answer", deadline_s=300)
+    return spawn("audio_pipeline", "AUDIO_PIPELINE_", port, {
+        "INTERNAL_TOKEN": AUDIO_TOKEN,
+        "WEBHOOK_TOKEN": WEBHOOK_TOKEN,
+        "TRANSCRIPTS_DIR": str(transcripts),
+        "EVENTS_DIR": str(root / "audio-events"),
+        "SPOOL_DIR": str(root / "spool"),
+        "ENROLLMENT_DIR": str(root / "enrollment"),
+        "MODELS_DIR": str(root / "models"),
+    }, log)  # fmt: skip
 
 
 class Wearables:
@@ -150,7 +122,7 @@ async def test_sigkill_of_the_audio_pipeline_under_load_loses_nothing(
     wearables = Wearables(url)
     tasks: list[asyncio.Task[None]] = []
     try:
-        await _healthy(proc, url, log)
+        await healthy(proc, url, log, "the audio pipeline")
         tasks = [asyncio.create_task(wearables.run(n)) for n in range(WEARABLES)]
         await eventually(lambda: _reached(wearables, BEFORE_KILL), "segments before the kill", 120)
         proc.send_signal(signal.SIGKILL)  # mid-stream: requests are in flight
@@ -158,7 +130,7 @@ async def test_sigkill_of_the_audio_pipeline_under_load_loses_nothing(
         killed_at = len(wearables.acked)
 
         proc = _spawn(tmp_path, transcripts, port, log)
-        await _healthy(proc, url, log)
+        await healthy(proc, url, log, "the audio pipeline")
         await eventually(
             lambda: _reached(wearables, killed_at + AFTER_RESTART),
             "segments after the restart",
