@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 from engine_harness import (
     TOKEN,
     Engine,
@@ -136,6 +137,39 @@ async def test_check_finds_and_repairs_drift_in_every_store(graph_engine: Engine
     assert kept == [{"text": "Written by hand into PostgreSQL."}]
     rows = await query(engine, "SELECT segment_id FROM segments WHERE session_id = 'ca'")
     assert {r["segment_id"] for r in rows} == {"ca-0", "ca-1", "ca-2", "ca-late"}
+
+
+async def test_a_re_ingested_segment_keeps_the_point_its_embed_job_writes(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A segment lost from PostgreSQL leaves its point an orphan; the repair re-ingests the
+    segment, whose embed job writes the point again (same id). A job that finishes before the
+    repair's own orphan deletion must not lose it: orphans go first."""
+    transcripts = engine.runtime.settings.transcripts_dir
+    write_conversation(transcripts, "ro", T0, LINES)
+    await ingest(engine, "ro")
+    await settled(engine)
+    await engine.runtime.watcher.stop()
+    async with engine.runtime.db.main.begin() as conn:
+        await conn.execute(text("DELETE FROM segments WHERE segment_id = 'ro-1'"))
+    assert counts(await check(engine)) == {"jsonl_not_in_postgres": 1, "orphan_points": 1}
+
+    embedding = engine.runtime.embedding
+    assert embedding is not None
+    ingestor = engine.runtime.checker.ingestor
+    reingest = ingestor.ingest_file
+
+    async def reingest_and_embed_at_once(path: Path, **kw: Any) -> Any:
+        result = await reingest(path, **kw)
+        await embedding.embed_session("ro")  # the embed job, done before the repair goes on
+        return result
+
+    monkeypatch.setattr(ingestor, "ingest_file", reingest_and_embed_at_once)
+    r = await engine.post("/v1/check/repair")
+    assert r.status_code == 200, r.text
+    assert r.json()["repaired"]["orphan_points_deleted"] == 1
+    final = await settled(engine)
+    assert final["counts"]["vector_points"] == final["counts"]["vector_rows"] == 3
 
 
 async def _events(engine: Engine, check_id: str) -> list[dict[str, Any]] | None:

@@ -410,15 +410,10 @@ class StoreChecker:
         cid = report.check_id
         done: dict[str, int] = {}
         d = report.drift
-        # 1. PostgreSQL from the files: a whole re-read, upserts only (the ingest commits
-        # queue the embed job of each session as usual).
-        sessions = sorted(d["jsonl_not_in_postgres"].sessions)
-        for i, sid in enumerate(sessions):
-            await self._progress(cid, "repair: re-ingest", i, len(sessions))
-            await self.ingestor.ingest_file(self.ingestor.path_for(sid), from_start=True)
-        done["reingested_sessions"] = len(sessions)
-        emb = self.embedding
-        if emb is not None and emb.opened:
+        emb = self.embedding if self.embedding is not None and self.embedding.opened else None
+        # 1. Vectors that belong to nothing, first: a segment re-ingested below gets its
+        # point back from its embed job (same point id), which a deletion after it could hit.
+        if emb is not None:
             rows = d["vector_rows_without_point"].items
             if rows:
                 async with self.engine.begin() as conn:
@@ -432,6 +427,14 @@ class StoreChecker:
             if points:
                 await emb.store.delete(emb.space, points)
             done["orphan_points_deleted"] = len(points)
+        # 2. PostgreSQL from the files: a whole re-read, upserts only (the ingest commits
+        # queue the embed job of each session as usual).
+        sessions = sorted(d["jsonl_not_in_postgres"].sessions)
+        for i, sid in enumerate(sessions):
+            await self._progress(cid, "repair: re-ingest", i, len(sessions))
+            await self.ingestor.ingest_file(self.ingestor.path_for(sid), from_start=True)
+        done["reingested_sessions"] = len(sessions)
+        if emb is not None:
             to_embed = d["vectors_missing"].sessions | d["vector_rows_without_point"].sessions
             done["embed_queued"] = await self._defer("embed", to_embed)
         missing = sorted(d["graph_episode_missing"].sessions)
