@@ -240,7 +240,8 @@ async def memory_engine(work: Path) -> AsyncIterator[str]:
         )
         yesterday = datetime.now(UTC) - timedelta(days=1)
         write_conversation(settings.transcripts_dir, "dinner-plans", yesterday, CONVERSATION)
-        async for engine in serve_engine(settings):
+        async with contextlib.aclosing(serve_engine(settings)) as engines:
+            engine = await anext(engines)
             import httpx
 
             async with httpx.AsyncClient(base_url=engine.base_url) as client:

@@ -4,6 +4,7 @@ zero — except PostgreSQL rows with no JSONL line, which are only reported (not
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -223,7 +224,8 @@ async def test_her_os_check_command(settings: Settings, tmp_path: Path) -> None:
     runner = CliRunner()
     env = {"HER_OS_INTERNAL_TOKEN": TOKEN}
     data = ["--data-dir", str(tmp_path / "platform")]
-    async for served in serve_engine(settings):
+    async with contextlib.aclosing(serve_engine(settings)) as engines:
+        served = await anext(engines)
         transcripts = settings.transcripts_dir
         write_conversation(transcripts, "cli", T0, LINES)
 

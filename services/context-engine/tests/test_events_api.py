@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -303,7 +304,9 @@ async def test_a_subscriber_gets_a_catch_up_then_live_events(
 async def test_catch_up_is_the_last_50_matching_the_filter(
     settings: Settings,
 ) -> None:
-    async for served in serve_engine(settings.model_copy(update={"events_ring_size": 200})):
+    ring = settings.model_copy(update={"events_ring_size": 200})
+    async with contextlib.aclosing(serve_engine(ring)) as engines:
+        served = await anext(engines)
         async with httpx.AsyncClient(base_url=served.base_url, timeout=30) as c:
             await emit(c, [event(i, "otter" if i % 3 else "dolphin") for i in range(120)])
             async with c.stream(
