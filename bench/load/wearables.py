@@ -93,6 +93,7 @@ QUIET_SETTLE_S = 60.0  # the quiet phase's first minute: sessions end, their sta
 # PostgreSQL's PSS split: what its processes hold privately (a leak would grow it), and its
 # share of shared memory — mostly `shared_buffers` pages as backends touch them, bounded by
 # that setting (checked against it rather than against the quiet phase).
+PG_TOTAL = "PostgreSQL (PSS)"
 PG_PRIVATE = "PostgreSQL private (USS)"
 PG_SHARED = "PostgreSQL shared (PSS − USS)"
 SHARED_SLACK_MIB = 32.0  # beyond shared_buffers: the binary's and libraries' shared pages
@@ -331,27 +332,26 @@ def process_groups(engine: EngineProcess, audio: subprocess.Popen[bytes], pgdata
     assert engine.proc is not None
     groups = {"context engine": one(engine.proc.pid), "audio pipeline": one(audio.pid)}
     if pgdata is not None:
-        groups["PostgreSQL (PSS)"] = postgres_tree
-        groups[PG_PRIVATE] = postgres_tree
-        groups[PG_SHARED] = postgres_tree
+        groups[PG_TOTAL] = postgres_tree  # sampled as three rows: memory_mib
     groups["FalkorDB"] = falkordb_proc
     return groups
 
 
-def memory_mib(name: str, procs: list[psutil.Process]) -> float:
-    total = 0
+def memory_mib(name: str, procs: list[psutil.Process]) -> dict[str, float]:
+    """A group's memory row(s): RSS, or for PostgreSQL its PSS and that split into private
+    (USS) and shared (PSS − USS), from one read of each process's smaps."""
+    if name != PG_TOTAL:
+        rss = 0
+        for p in procs:
+            with contextlib.suppress(psutil.Error):
+                rss += p.memory_info().rss
+        return {name: rss / 2**20}
+    pss = uss = 0
     for p in procs:
         with contextlib.suppress(psutil.Error):
-            if name == PG_PRIVATE:
-                total += p.memory_full_info().uss
-            elif name == PG_SHARED:
-                full = p.memory_full_info()
-                total += full.pss - full.uss
-            elif "PSS" in name:
-                total += p.memory_full_info().pss
-            else:
-                total += p.memory_info().rss
-    return total / 2**20
+            full = p.memory_full_info()
+            pss, uss = pss + full.pss, uss + full.uss
+    return {PG_TOTAL: pss / 2**20, PG_PRIVATE: uss / 2**20, PG_SHARED: (pss - uss) / 2**20}
 
 
 def cpu_seconds(procs: list[psutil.Process]) -> float:
@@ -385,8 +385,9 @@ async def sampler(
                 load.health[name][type(exc).__name__] += 1
         for name, procs in groups.items():
             with contextlib.suppress(psutil.Error, OSError, ValueError):
-                mib = await asyncio.to_thread(memory_mib, name, procs())
-                load.memory[name].append((tick - t0, mib))
+                rows = await asyncio.to_thread(memory_mib, name, procs())
+                for row, mib in rows.items():
+                    load.memory[row].append((tick - t0, mib))
         await asyncio.sleep(max(0.0, interval_s - (time.perf_counter() - tick)))
 
 
@@ -652,9 +653,10 @@ def report(
         measured = len(quiet) >= 3
         if name == PG_SHARED:  # bounded by shared_buffers, whatever its trend
             cap = shared_buffers_mib + SHARED_SLACK_MIB
-            ok = max(v for _, v in samples) <= cap
-            caps.append(f"{name}: peak {max(v for _, v in samples):.0f} MiB ≤ {cap:.0f}: {ok}")
-        elif name == "PostgreSQL (PSS)":  # the sum of the two rows below it: judged there
+            peak = max(v for _, v in samples)
+            ok = peak <= cap
+            caps.append(f"{name}: peak {peak:.0f} MiB ≤ {cap:.0f}: {ok}")
+        elif name == PG_TOTAL:  # the sum of the two rows below it: judged there
             ok = True
         else:
             ok = measured and not growth_of(quiet) > BOUNDED_GROWTH
@@ -665,7 +667,7 @@ def report(
             f"{quiet[-1][1]:.0f}" if quiet else "—", f"{slope_per_min(quiet):+.2f}",
             (f"{growth_of(quiet):+.1%}" if measured else "too short")
             + ("" if ok else " [red]growing[/]"),
-            f"{cpu.get(name, float('nan')):.0f} ({cpu.get(name, float('nan')) / run_s:.0%})",
+            f"{cpu[name]:.0f} ({cpu[name] / run_s:.0%})" if name in cpu else "—",  # per process
         )  # fmt: skip
     console.print(mem)
     for line in caps:

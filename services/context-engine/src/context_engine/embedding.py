@@ -57,14 +57,14 @@ _TODO = text(
                AS doc_next
       FROM segments WHERE session_id = :sid AND replaced_by IS NULL
       WINDOW w AS (ORDER BY start_s, segment_id)
-    )
-    SELECT d.session_id, d.segment_id, d.text, d.speaker, d.spoken_at, d.doc, d.doc_next,
-           md5(d.doc || E'\\x1f' || d.doc_next) AS sha
-    FROM d
+    ),
+    h AS (SELECT d.*, md5(d.doc || E'\\x1f' || d.doc_next) AS sha FROM d)
+    SELECT h.session_id, h.segment_id, h.text, h.speaker, h.spoken_at, h.doc, h.doc_next, h.sha
+    FROM h
     LEFT JOIN segment_vectors v
-      ON v.session_id = d.session_id AND v.segment_id = d.segment_id AND v.space = :space
-    WHERE v.text_sha IS NULL OR v.text_sha <> md5(d.doc || E'\\x1f' || d.doc_next)
-    ORDER BY d.start_s, d.segment_id
+      ON v.session_id = h.session_id AND v.segment_id = h.segment_id AND v.space = :space
+    WHERE v.text_sha IS NULL OR v.text_sha <> h.sha
+    ORDER BY h.start_s, h.segment_id
     LIMIT :batch
     """
 )
