@@ -338,9 +338,15 @@ def transcribe(samples: np.ndarray, rate: int, work: Path) -> str:
     import soxr
 
     from annie_voice.config import Settings
-    from annie_voice.voice.stt import STT_SAMPLE_RATE, WhisperLoader
+    from annie_voice.voice.stt import STT_SAMPLE_RATE
+    from annie_voice.voice.stt_whisper import WhisperLoader
 
-    loader = WhisperLoader(Settings(internal_token=ANNIE_TOKEN, models_dir=work / "models"))
+    # Whisper, not Annie's own recognizer (Moonshine), hears her reply: an independent ear.
+    loader = WhisperLoader(
+        Settings(
+            internal_token=ANNIE_TOKEN, models_dir=work / "models", stt_backend="faster-whisper"
+        )
+    )
     audio = soxr.resample(samples, rate, STT_SAMPLE_RATE).astype(np.float32)
     return loader.transcribe(audio)[0]
 

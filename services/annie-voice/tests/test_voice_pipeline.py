@@ -1,6 +1,7 @@
 """The voice pipeline's processors at frame level, each in a real Pipecat pipeline
 (frame_harness.run_until: waits for the frame the test expects, never for a fixed time), on
-the real embedded backends: hibari-tts speaks, the bundled Whisper base model hears it."""
+the real embedded backends: hibari-tts speaks, Moonshine (the default) and the bundled Whisper
+base model hear it."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ from annie_voice.voice.brain import AnnieLLMProcessor, last_user_text
 from annie_voice.voice.bundled import HIBARI_HEART
 from annie_voice.voice.filters import ToolCallTextFilterProcessor, VoiceObserverProcessor
 from annie_voice.voice.pipeline import VoiceModels
-from annie_voice.voice.stt import STT_SAMPLE_RATE, WhisperSTTService
+from annie_voice.voice.stt import STT_SAMPLE_RATE, LocalSTTService, make_recognizer
 from annie_voice.voice.tts import (
     SILENCE_LEVEL,
     TTS_SAMPLE_RATE,
@@ -91,7 +92,18 @@ def test_trim_leading_silence_keeps_50_ms_before_the_sound() -> None:
     assert trim_leading_silence(np.zeros(100, dtype=np.float32)).size == 0
 
 
-async def test_stt_transcribes_a_vad_segment(models: VoiceModels) -> None:
+@pytest.mark.parametrize("backend", ["moonshine", "faster-whisper"])
+async def test_stt_transcribes_a_vad_segment(
+    models: VoiceModels, backend: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    settings = Settings(
+        internal_token=TOKEN,
+        models_dir=tmp_path_factory.mktemp("models"),
+        stt_backend=backend,
+        stt_beam_size=1,
+    )
+    recognizer = models.stt if backend == models.stt.backend else make_recognizer(settings)
+    assert recognizer.backend == backend
     pcm = speech(models, "Remind me to call my sister tomorrow.")
     chunk = STT_SAMPLE_RATE // 50 * 2  # 20 ms frames, as the transport sends them
     frames: list[Any] = [VADUserStartedSpeakingFrame()]
@@ -103,7 +115,7 @@ async def test_stt_transcribes_a_vad_segment(models: VoiceModels) -> None:
     # Waits for the transcript itself: on a loaded machine the model load and the
     # transcription take as long as they take.
     run = await run_until(
-        WhisperSTTService(models.stt), frames, until=lambda f: isinstance(f, TranscriptionFrame)
+        LocalSTTService(recognizer), frames, until=lambda f: isinstance(f, TranscriptionFrame)
     )
     texts = [f.text.lower() for f in run.down if isinstance(f, TranscriptionFrame)]
     assert len(texts) == 1

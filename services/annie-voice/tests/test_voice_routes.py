@@ -21,7 +21,7 @@ from annie_voice.voice.brain import AnnieLLMProcessor
 from annie_voice.voice.errors import VoiceBackendError
 from annie_voice.voice.filters import ToolCallTextFilterProcessor, VoiceObserverProcessor
 from annie_voice.voice.pipeline import VoiceModels, build_processors
-from annie_voice.voice.stt import WhisperSTTService
+from annie_voice.voice.stt import LocalSTTService
 from annie_voice.voice.tts import SynthTTSService
 
 AUTH = {"X-Internal-Token": TOKEN}
@@ -56,7 +56,7 @@ async def test_start_requires_the_token_and_returns_a_session_with_its_backends(
         assert r.status_code == 200, r.text
         body = r.json()
         assert len(body["session_id"]) == 32
-        assert body["stt"] == "faster-whisper" and body["tts"] == "hibari"
+        assert body["stt"] == "moonshine" and body["tts"] == "hibari"
         assert body["llm"] == "none" and body["connected"] is False
         other = (await c.post("/start", headers=AUTH)).json()["session_id"]
         assert other != body["session_id"]
@@ -112,7 +112,7 @@ async def test_the_embedded_pipeline_is_assembled_from_default_settings() -> Non
     finally:
         await runtime.stop()
     kinds = [type(p) for p in processors]
-    assert kinds[0] is WhisperSTTService and kinds[1] is VoiceObserverProcessor
+    assert kinds[0] is LocalSTTService and kinds[1] is VoiceObserverProcessor
     llm = kinds.index(AnnieLLMProcessor)
     assert kinds[llm + 1] is ToolCallTextFilterProcessor and kinds[llm + 2] is SynthTTSService
     assert "UserAggregator" in kinds[2].__name__ and "AssistantAggregator" in kinds[-1].__name__
@@ -189,9 +189,14 @@ async def test_a_real_webrtc_offer_gets_an_answer_and_the_app_closes_the_connect
         await peer.close()
 
 
-async def test_the_models_load_in_the_background_at_start(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stt", ["moonshine", "faster-whisper"])
+async def test_the_models_load_in_the_background_at_start(tmp_path: Path, stt: str) -> None:
     settings = Settings(
-        internal_token=TOKEN, events_enabled=False, voice_preload=True, models_dir=tmp_path
+        internal_token=TOKEN,
+        events_enabled=False,
+        voice_preload=True,
+        models_dir=tmp_path,
+        stt_backend=stt,
     )
     runtime = Runtime(settings, engine_transport=EngineDouble().transport())
     await runtime.start()
@@ -199,7 +204,10 @@ async def test_the_models_load_in_the_background_at_start(tmp_path: Path) -> Non
         assert runtime.preload is not None
         await asyncio.wait_for(runtime.preload, 300)  # a real load: seconds when the CPU is busy
         assert runtime.voice.ready
-        assert (tmp_path / "whisper-base-ct2" / "model.bin").is_file()
+        # Whisper base is assembled from its two wheels into models_dir; Moonshine needs nothing.
+        whisper = (tmp_path / "whisper-base-ct2" / "model.bin").is_file()
+        assert whisper is (stt == "faster-whisper")
+        assert runtime.voice.models.stt.backend == stt
         assert (await runtime.status())["voice"]["ready"] is True
     finally:
         await runtime.stop()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import platform
+import sys
 from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -12,9 +14,21 @@ from pydantic_settings import SettingsConfigDict
 from her_os_shared.settings import ServiceSettings
 
 LlmBackendChoice = Literal["auto", "none", "openai", "claude"]
-# Speech to text: faster-whisper on the bundled Whisper base model (embedded, CPU) or Whisper
-# on the GPU (production: a local CTranslate2 model folder, e.g. large-v3).
-SttBackendChoice = Literal["faster-whisper", "whisper-gpu"]
+# Speech to text: Moonshine base English (embedded default, bundled, CPU; ADR 0015),
+# faster-whisper on the bundled Whisper base model (embedded, CPU, any language) or Whisper on
+# the GPU (production: a local CTranslate2 model folder, e.g. large-v3).
+SttBackendChoice = Literal["moonshine", "faster-whisper", "whisper-gpu"]
+
+
+def moonshine_platform() -> bool:
+    """moonshine-cpp ships wheels for Linux x86_64 only (pyproject's marker)."""
+    return sys.platform == "linux" and platform.machine() == "x86_64"
+
+
+def default_stt_backend() -> SttBackendChoice:
+    return "moonshine" if moonshine_platform() else "faster-whisper"
+
+
 # Text to speech: hibari-tts (embedded, bundled ONNX voice) or Kokoro (production, kokoro-onnx).
 TtsBackendChoice = Literal["hibari", "kokoro"]
 
@@ -113,13 +127,15 @@ class Settings(ServiceSettings):
     events_batch_max: int = Field(default=500, ge=1, le=1000)
 
     # --- the voice pipeline (Pipecat over SmallWebRTC; voice/) ---
-    stt_backend: SttBackendChoice = "faster-whisper"
+    # Default: moonshine on Linux x86_64, faster-whisper elsewhere (no Moonshine wheel there).
+    stt_backend: SttBackendChoice = Field(default_factory=default_stt_backend)
     # whisper-gpu: a local CTranslate2 Whisper model folder (nothing is fetched from a hub).
     whisper_model_dir: Path | None = None
     whisper_device: str = "cuda"
     whisper_compute_type: str = "float16"
-    # Spoken language for Whisper (None: detect).
+    # Spoken language (Whisper: None detects it; Moonshine: English only, "en" or None).
     stt_language: str | None = "en"
+    # CPU threads of the embedded STT (Moonshine, faster-whisper); Whisper's beam width.
     stt_threads: int = Field(default=2, ge=1, le=64)
     stt_beam_size: int = Field(default=5, ge=1, le=20)
     # Where the bundled Whisper base model is assembled on first use (sha256-checked).

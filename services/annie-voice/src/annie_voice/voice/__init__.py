@@ -1,2 +1,3 @@
-"""Annie's voice: the Pipecat pipeline (SmallWebRTC, Silero VAD, Whisper STT, Annie's chat turn,
-TTS), its backends chosen by settings, the voice sessions and the client page."""
+"""Annie's voice: the Pipecat pipeline (SmallWebRTC, Silero VAD, STT (Moonshine or Whisper),
+Annie's chat turn, TTS), its backends chosen by settings, the voice sessions and the client
+page."""

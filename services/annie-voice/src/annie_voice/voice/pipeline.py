@@ -33,7 +33,12 @@ from annie_voice.chat import ChatService
 from annie_voice.config import Settings
 from annie_voice.voice.brain import AnnieLLMProcessor
 from annie_voice.voice.filters import ToolCallTextFilterProcessor, VoiceObserverProcessor
-from annie_voice.voice.stt import STT_SAMPLE_RATE, WhisperLoader, WhisperSTTService
+from annie_voice.voice.stt import (
+    STT_SAMPLE_RATE,
+    LocalSTTService,
+    SpeechRecognizer,
+    make_recognizer,
+)
 from annie_voice.voice.tts import TTS_SAMPLE_RATE, SpeechSynth, SynthTTSService
 
 
@@ -41,12 +46,12 @@ from annie_voice.voice.tts import TTS_SAMPLE_RATE, SpeechSynth, SynthTTSService
 class VoiceModels:
     """The STT and TTS models of this process (loaded once, on first use; shared by sessions)."""
 
-    stt: WhisperLoader
+    stt: SpeechRecognizer
     tts: SpeechSynth
 
     @classmethod
     def from_settings(cls, settings: Settings) -> VoiceModels:
-        return cls(stt=WhisperLoader(settings), tts=SpeechSynth(settings))
+        return cls(stt=make_recognizer(settings), tts=SpeechSynth(settings))
 
     def check(self) -> None:
         """Raise VoiceBackendError (naming the setting) when a configured backend cannot run."""
@@ -86,7 +91,7 @@ def build_processors(
     )
     tools = sorted(chat.tools) if chat.backend.supports_tools else []
     middle: list[FrameProcessor] = [
-        WhisperSTTService(models.stt),
+        LocalSTTService(models.stt),
         VoiceObserverProcessor(chat.observer, session_id),
         aggregators.user(),
         AnnieLLMProcessor(chat, session_id),
