@@ -400,10 +400,20 @@ async def bench(page: Any, config: Config, result: Result) -> None:
     await page.evaluate("window.__probe.keepAudio = false")
     rate = await page.evaluate("window.__probe.rate")
     after = 0
+    levels: dict[str, list[list[float]]] = {"mic": [], "annie": []}
     while len(result.voice_to_voice_s) < config.turns:
         after, _ = await wait_message(page, ANNIE_STOPPED, after)
         after += 1
-        levels = await page.evaluate("window.__probe.levels")
+        # Only the levels since the last turn: Annie serves from this process's event loop,
+        # and fetching (and decoding) the whole history every turn stalled it for longer and
+        # longer (her audio packets left up to 0.45 s late by the 12th turn).
+        new = await page.evaluate(
+            "([m, a]) => ({mic: window.__probe.levels.mic.slice(m),"
+            " annie: window.__probe.levels.annie.slice(a)})",
+            [len(levels["mic"]), len(levels["annie"])],
+        )
+        levels["mic"] += new["mic"]
+        levels["annie"] += new["annie"]
         heard_at = await page.evaluate(
             f"window.__probe.messages.filter((r) => {{ const m = r.data; return {USER_HEARD}; }})"
             ".map((r) => r.t)"

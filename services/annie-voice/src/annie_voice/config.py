@@ -148,9 +148,11 @@ class Settings(ServiceSettings):
     kokoro_model_path: Path | None = None
     kokoro_voices_path: Path | None = None
     kokoro_voice: str = "af_heart"
-    # A user turn ends this long after the VAD hears silence (with a transcript).
-    user_speech_timeout_s: float = Field(default=0.6, ge=0.1, le=10)
-    vad_stop_s: float = Field(default=0.3, ge=0.05, le=5)
+    # The VAD hears silence after vad_stop_s of it; the user's turn ends user_speech_timeout_s
+    # later, once a transcript arrived: 0.5 s of silence in all, as OpenAI's server VAD and
+    # LiveKit's endpointing default to (ADR 0015). Longer: fewer cut-in pauses, slower replies.
+    user_speech_timeout_s: float = Field(default=0.3, ge=0.1, le=10)
+    vad_stop_s: float = Field(default=0.2, ge=0.05, le=5)
     # Load the STT and TTS models in the background at start: otherwise the first session
     # loads them (Whisper: seconds on 2 cores) and the caller's first words are lost.
     voice_preload: bool = True
