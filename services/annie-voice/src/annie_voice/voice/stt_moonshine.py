@@ -124,14 +124,14 @@ class _Model:
                 for key in ("encoder", "decoder")
             )
         _release_freed_heap()
-        self.past_names = [i.name for i in self.decoder.get_inputs() if i.name.startswith("past_")]
+        inputs = self.decoder.get_inputs()
+        past = [i for i in inputs if i.name.startswith("past_")]
+        self.past_names = [i.name for i in past]
         self.outputs = [o.name for o in self.decoder.get_outputs()]
-        shape = next(i.shape for i in self.decoder.get_inputs() if i.name.startswith("past_"))
-        self.heads, self.head_dim = int(shape[1]), int(shape[3])
         expected = {"input_ids", "encoder_hidden_states", "use_cache_branch"}
-        inputs = {i.name for i in self.decoder.get_inputs()}
-        if not expected <= inputs or self.outputs[0] != "logits":
+        if not past or not expected <= {i.name for i in inputs} or self.outputs[0] != "logits":
             raise ModelIntegrityError("Moonshine decoder is not a merged decoder with a cache")
+        self.heads, self.head_dim = int(past[0].shape[1]), int(past[0].shape[3])
 
     def generate(self, audio: np.ndarray) -> list[int]:
         """Greedy decoding of one clip: token ids without <s> and </s>."""
