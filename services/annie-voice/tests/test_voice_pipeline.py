@@ -5,7 +5,8 @@ base model hear it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 import soxr
 from annie_doubles import TOKEN, EngineDouble, memory
-from frame_harness import run_until
+from frame_harness import run_stages, run_until
 from pipecat.frames.frames import (
     BotStartedSpeakingFrame,
     BotStoppedSpeakingFrame,
@@ -38,7 +39,11 @@ from annie_voice.config import Settings
 from annie_voice.llm.base import Message, StreamEvent, TextDelta, Tool, ToolCall, Usage
 from annie_voice.runtime import Runtime
 from annie_voice.tools import ToolConfig, make_tools
-from annie_voice.voice.brain import AnnieLLMProcessor, last_user_text
+from annie_voice.voice.brain import (
+    AnnieLLMProcessor,
+    TranscriptLookaheadProcessor,
+    last_user_text,
+)
 from annie_voice.voice.bundled import HIBARI_HEART
 from annie_voice.voice.filters import ToolCallTextFilterProcessor, VoiceObserverProcessor
 from annie_voice.voice.pipeline import VoiceModels
@@ -77,17 +82,30 @@ async def test_tts_speaks_text_as_24k_audio_frames(models: VoiceModels) -> None:
     assert audio and all(f.sample_rate == TTS_SAMPLE_RATE and f.num_channels == 1 for f in audio)
     seconds = sum(len(f.audio) for f in audio) / 2 / TTS_SAMPLE_RATE
     assert 1.0 < seconds < 10.0
-    # The reply starts at once: hibari's ~0.3 s of leading silence is cut to 50 ms.
+    # The reply starts at once: hibari's ~0.3 s of leading silence is cut to 10 ms.
     first = np.frombuffer(audio[0].audio, dtype="<i2")
     onset = np.flatnonzero(np.abs(first) > SILENCE_LEVEL * 32767)[0] / TTS_SAMPLE_RATE
-    assert onset <= 0.06
+    assert onset <= 0.015
 
 
-def test_trim_leading_silence_keeps_50_ms_before_the_sound() -> None:
+def test_short_sentences_are_synthesised_once(models: VoiceModels) -> None:
+    short, long = "Here's what I found.", "Yesterday, Priya said: " + "we talked a lot. " * 6
+    models.tts.warm([short])
+    assert short in models.tts.cached()
+    first, again = models.tts.sentences(short), models.tts.sentences(short)
+    assert len(first) == len(again) >= 1
+    assert all(a is b for a, b in zip(first, again, strict=True))  # the cached arrays
+    assert all(not a.flags.writeable for a in again)  # shared: nobody may change them
+    assert float(np.abs(np.concatenate(again)).max()) > 0.05  # speech, not silence
+    models.tts.sentences(long)
+    assert long not in models.tts.cached()  # longer texts are rarely said twice
+
+
+def test_trim_leading_silence_keeps_10_ms_before_the_sound() -> None:
     rate = TTS_SAMPLE_RATE
     sound = np.concatenate([np.zeros(rate // 2), np.full(rate // 10, 0.5), np.zeros(rate // 4)])
     trimmed = trim_leading_silence(sound.astype(np.float32))
-    assert len(trimmed) == len(sound) - rate // 2 + int(0.05 * rate)
+    assert len(trimmed) == len(sound) - rate // 2 + int(0.01 * rate)
     assert trimmed[-1] == 0.0  # trailing silence (the pause before the next sentence) stays
     assert trim_leading_silence(np.zeros(100, dtype=np.float32)).size == 0
 
@@ -132,6 +150,40 @@ def is_response_end(frame: Any) -> bool:
 
 def client_messages(frames: Sequence[Any]) -> list[dict[str, Any]]:
     return [f.message for f in frames if isinstance(f, OutputTransportMessageUrgentFrame)]
+
+
+class PrepareRecorderDouble:
+    """Stands in for ChatService.prepare: records each text when the processor calls it."""
+
+    def __init__(self) -> None:
+        self.prepared: list[str] = []
+
+    def prepare(self, message: str) -> Any:
+        self.prepared.append(message)
+        return asyncio.sleep(0)
+
+
+async def test_transcripts_go_to_prepare_before_the_turn_ends() -> None:
+    chat = PrepareRecorderDouble()
+
+    def passed(text: str) -> Callable[[Any], bool]:
+        return lambda f: isinstance(f, TranscriptionFrame) and f.text == text
+
+    run = await run_stages(
+        TranscriptLookaheadProcessor(chat),  # type: ignore[arg-type]
+        [
+            # a pause, then more words: the words so far, as the aggregator will join them
+            ([TranscriptionFrame("Where is Priya", "user", "t1"),
+              TranscriptionFrame("moving to?", "user", "t2")], passed("moving to?")),
+            # the turn ended; then silence (nothing to prepare) and the next turn's words
+            ([UserStoppedSpeakingFrame()], lambda f: isinstance(f, UserStoppedSpeakingFrame)),
+            ([TranscriptionFrame("   ", "user", "t3"),
+              TranscriptionFrame("Thanks.", "user", "t4")], passed("Thanks.")),
+        ],
+    )  # fmt: skip
+    assert chat.prepared == ["Where is Priya", "Where is Priya moving to?", "Thanks."]
+    texts = [f.text for f in run.down if isinstance(f, TranscriptionFrame)]
+    assert texts == ["Where is Priya", "moving to?", "   ", "Thanks."]  # all passed on
 
 
 async def test_offline_responder_answers_a_voice_turn_from_memory() -> None:

@@ -17,10 +17,11 @@ from pydantic import ValidationError
 from annie_voice.app import create_app
 from annie_voice.config import Settings
 from annie_voice.runtime import Runtime
-from annie_voice.voice.brain import AnnieLLMProcessor
+from annie_voice.voice.brain import AnnieLLMProcessor, TranscriptLookaheadProcessor
 from annie_voice.voice.errors import VoiceBackendError
 from annie_voice.voice.filters import ToolCallTextFilterProcessor, VoiceObserverProcessor
 from annie_voice.voice.pipeline import VoiceModels, build_processors
+from annie_voice.voice.rtc import AUDIO_PREFETCH, BUFFER_ATTR
 from annie_voice.voice.stt import LocalSTTService
 from annie_voice.voice.tts import SynthTTSService
 
@@ -113,9 +114,10 @@ async def test_the_embedded_pipeline_is_assembled_from_default_settings() -> Non
         await runtime.stop()
     kinds = [type(p) for p in processors]
     assert kinds[0] is LocalSTTService and kinds[1] is VoiceObserverProcessor
+    assert kinds[2] is TranscriptLookaheadProcessor  # sees transcripts before the turn ends
     llm = kinds.index(AnnieLLMProcessor)
     assert kinds[llm + 1] is ToolCallTextFilterProcessor and kinds[llm + 2] is SynthTTSService
-    assert "UserAggregator" in kinds[2].__name__ and "AssistantAggregator" in kinds[-1].__name__
+    assert "UserAggregator" in kinds[3].__name__ and "AssistantAggregator" in kinds[-1].__name__
 
 
 def test_whisper_gpu_without_cuda_fails_naming_the_setting(tmp_path: Path) -> None:
@@ -173,14 +175,25 @@ async def test_a_real_webrtc_offer_gets_an_answer_and_the_app_closes_the_connect
     peer.createDataChannel("chat")
     await peer.setLocalDescription(await peer.createOffer())
     offer = {"sdp": peer.localDescription.sdp, "type": "offer"}
+    app = create_app(
+        Settings(internal_token=TOKEN, events_enabled=False, models_dir=tmp_path),
+        engine_transport=EngineDouble().transport(),
+    )
     try:
-        async with client(models_dir=tmp_path) as c:
+        async with (
+            LifespanManager(app),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c,
+        ):
             sid = (await c.post("/start", headers=AUTH)).json()["session_id"]
             r = await c.post(f"/sessions/{sid}/api/offer", json=offer, headers=AUTH)
             assert r.status_code == 200, r.text
             answer = r.json()
             assert answer["type"] == "answer" and answer["sdp"].startswith("v=0")
             assert answer["session_id"] == sid and answer["pc_id"]
+            # Annie's receiver hands on each packet without aiortc's 80 ms of prefetch.
+            annie_pc = app.state.runtime.voice.sessions[sid].connection.pc
+            buffers = [getattr(r, BUFFER_ATTR) for r in annie_pc.getReceivers()]
+            assert [b._prefetch for b in buffers] == [AUDIO_PREFETCH]
             again = await c.post(f"/sessions/{sid}/api/offer", json=offer, headers=AUTH)
             assert again.status_code == 409  # one peer connection per session
             status = (await c.get("/api/status", headers=AUTH)).json()
@@ -208,6 +221,8 @@ async def test_the_models_load_in_the_background_at_start(tmp_path: Path, stt: s
         whisper = (tmp_path / "whisper-base-ct2" / "model.bin").is_file()
         assert whisper is (stt == "faster-whisper")
         assert runtime.voice.models.stt.backend == stt
+        # The offline responder's openings are already spoken.
+        assert set(runtime.chat.backend.phrases) <= set(runtime.voice.models.tts.cached())
         assert (await runtime.status())["voice"]["ready"] is True
     finally:
         await runtime.stop()

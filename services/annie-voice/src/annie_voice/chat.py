@@ -32,6 +32,7 @@ from annie_voice.llm.base import (
     Usage,
 )
 from annie_voice.llm.toolfilter import ToolCallTextFilter
+from annie_voice.lookahead import MemoryLookahead
 from annie_voice.observe import Observer
 from her_os_shared.logging import get_logger
 
@@ -176,12 +177,14 @@ class ChatService:
             return None
         return await self.engine.forget_marker(self.settings.forget_check_timeout_s)
 
-    async def forget_if_forgotten(self, session: ChatSession, message: str) -> bool:
-        """When the engine forgot something since this session was briefed, the session lets
-        go of what it holds: its history (the user's words and Annie's answers may quote the
-        forgotten memory) and its briefing, which is taken again. Returns whether it did.
-        A session briefed while the marker was unknown (engine down) adopts the marker."""
-        marker = await self._forget_marker()
+    async def forget_if_forgotten(
+        self, session: ChatSession, message: str, marker: str | None
+    ) -> bool:
+        """When the engine forgot something since this session was briefed (`marker`: the
+        engine's forget marker, read now), the session lets go of what it holds: its history
+        (the user's words and Annie's answers may quote the forgotten memory) and its
+        briefing, which is taken again. Returns whether it did. A session briefed while the
+        marker was unknown (engine down) adopts the marker."""
         if marker is None or marker == session.memory_marker:
             return False
         if session.memory_marker is None:
@@ -193,6 +196,20 @@ class ChatService:
         session.memory_marker = marker
         await self.brief(session, message)
         return True
+
+    def _lookahead(self) -> MemoryLookahead | None:
+        # Only a backend that searches memory on every turn (the offline responder) has one.
+        lookahead = getattr(self.backend, "lookahead", None)
+        return lookahead if isinstance(lookahead, MemoryLookahead) else None
+
+    async def prepare(self, message: str) -> None:
+        """The user's next message, known before their turn ends (a voice transcript): start
+        what the turn will need (the offline responder's memory search), under the forget
+        marker read first."""
+        lookahead = self._lookahead()
+        if lookahead is None or not message.strip():
+            return
+        lookahead.start(message, await self._forget_marker())
 
     # --- a turn ---
 
@@ -239,7 +256,14 @@ class ChatService:
         self, session: ChatSession, message: str, *, new: bool
     ) -> AsyncIterator[ChatEvent]:
         started = time.monotonic()
-        reset = not new and await self.forget_if_forgotten(session, message)
+        lookahead = self._lookahead()
+        prepared = lookahead is not None and lookahead.pending(message)
+        # A new session was briefed under the marker just read; a prepared search is used
+        # only if nothing was forgotten since it started, which needs the marker now.
+        marker = await self._forget_marker() if not new or prepared else None
+        if lookahead is not None and prepared:
+            lookahead.keep_only(marker)
+        reset = not new and await self.forget_if_forgotten(session, message, marker)
         briefing = session.briefing or Briefing(status="disabled")
         yield ChatEvent(
             "session",

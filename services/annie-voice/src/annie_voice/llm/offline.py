@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 from annie_voice.briefing import clean
 from annie_voice.engine import EngineClient, EngineUnavailableError, Memory
 from annie_voice.llm.base import Message, StreamEvent, TextDelta, Tool
+from annie_voice.lookahead import MemoryLookahead
 
 LIMITS = (
     "I'm answering from your memories only: no language model is configured, so I can't use "
@@ -20,8 +21,14 @@ LIMITS = (
 # Diarization labels that name nobody.
 _ANONYMOUS = re.compile(r"^(speaker[_ ]?\d+|unknown[_ ]?\d+|unknown|spk\d+)$", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+# A sentence: up to a full stop, question or exclamation mark (and a closing quote) followed
+# by spaces or the end; or the rest of the text.
+_SENTENCE_PIECE = re.compile(r".+?[.!?][”\"’)]*(?:\s+|$)|.+$", re.DOTALL)
 GIST_CHARS = 180
 SEARCH_LIMIT = 8
+# How an answer opens: one memory, or several.
+LEAD_ONE = "Here's what I found."
+LEAD_MANY = "Here's what I remember."
 
 
 def relative_day(when: datetime, now: datetime, zone: tzinfo) -> str:
@@ -104,10 +111,15 @@ def compose(
             f"I looked through your memories for “{shown_query}” and found nothing about it. "
             f"{LIMITS}"
         )
-    lead = "Here's what I remember." if len(best) > 1 else "Here's what I found."
+    lead = LEAD_MANY if len(best) > 1 else LEAD_ONE
     lines = [sentence(m, now, zone, owner_speakers) for m in best]
     text = " ".join([lead, *lines])
     return f"{text} {LIMITS}" if first_turn else text
+
+
+def sentences(text: str) -> list[str]:
+    """`text` cut after each sentence's end (and the spaces after it); joined, it is `text`."""
+    return [part for part in _SENTENCE_PIECE.findall(text) if part]
 
 
 class OfflineMemoryResponder:
@@ -115,6 +127,8 @@ class OfflineMemoryResponder:
 
     name = "none"
     supports_tools = False
+    # Sentences it says often, which a voice can synthesise ahead of time.
+    phrases = (LEAD_ONE, LEAD_MANY)
 
     def __init__(
         self,
@@ -128,6 +142,12 @@ class OfflineMemoryResponder:
         self.zone: tzinfo = ZoneInfo(timezone)
         self.owner_speakers = tuple(owner_speakers)
         self._clock = clock
+        # Searches a voice turn starts from its transcript before the turn ends (ChatService
+        # keeps them true to the forget marker).
+        self.lookahead = MemoryLookahead(self._search)
+
+    async def _search(self, query: str) -> list[Memory]:
+        return await self.engine.context(query, limit=SEARCH_LIMIT)
 
     async def aclose(self) -> None:
         return None
@@ -136,7 +156,9 @@ class OfflineMemoryResponder:
         if not query.strip():
             return f"Ask me about something you talked about. {LIMITS}"
         try:
-            memories = await self.engine.context(query, limit=SEARCH_LIMIT)
+            memories = await self.lookahead.take(query)
+            if memories is None:
+                memories = await self._search(query)
         except EngineUnavailableError as exc:
             return (
                 f"I couldn't reach your memories just now ({exc.reason}). Without a language "
@@ -159,5 +181,7 @@ class OfflineMemoryResponder:
         query = users[-1].content if users else ""
         first_turn = not any(m.role == "assistant" for m in messages)
         text = await self.answer(query, first_turn=first_turn)
-        for word in re.findall(r"\S+\s*", text):
-            yield TextDelta(word)
+        # Sentence by sentence: the whole answer is there at once, and a voice speaks
+        # sentences (word-sized pieces only cost frames and data-channel messages).
+        for part in sentences(text):
+            yield TextDelta(part)

@@ -25,6 +25,8 @@ from pipecat.frames.frames import (
     LLMTextFrame,
     OutputTransportMessageUrgentFrame,
     StartFrame,
+    TranscriptionFrame,
+    UserStoppedSpeakingFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
@@ -53,6 +55,28 @@ def last_user_text(messages: list[Any]) -> str | None:
             return " ".join(t.strip() for t in parts if t.strip()) or None
         return None
     return None
+
+
+class TranscriptLookaheadProcessor(FrameProcessor):
+    """Before the user aggregator: the user's words so far in this turn, as soon as a
+    transcript arrives, go to `ChatService.prepare` (the offline responder starts the memory
+    search the turn will make) while the turn's end is still being waited for. The words
+    gather, joined as the aggregator joins them, until the turn ends (the aggregator
+    broadcasts `UserStoppedSpeakingFrame` upstream too)."""
+
+    def __init__(self, chat: ChatService, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.chat = chat
+        self._heard: list[str] = []
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, TranscriptionFrame) and frame.text.strip():
+            self._heard.append(frame.text.strip())
+            self.create_task(self.chat.prepare(" ".join(self._heard)), name="lookahead")
+        elif isinstance(frame, UserStoppedSpeakingFrame):
+            self._heard.clear()
+        await self.push_frame(frame, direction)
 
 
 class AnnieLLMProcessor(FrameProcessor):

@@ -1,7 +1,11 @@
 """The voice pipeline, assembled in one function from the settings:
 
-    transport in → STT → observer → user aggregator (Silero VAD, user turns) → Annie (LLM:
-    ChatService) → tool-call text filter → TTS → transport out → assistant aggregator
+    transport in → STT → observer → lookahead → user aggregator (Silero VAD, user turns) →
+    Annie (LLM: ChatService) → tool-call text filter → TTS → transport out → assistant
+    aggregator
+
+The lookahead hands each transcript to the chat service before the turn ends, so the offline
+responder's memory search runs during the silence that ends the turn (lookahead.py).
 
 Pipecat 1.14 puts the VAD in the user aggregator (`LLMUserAggregatorParams(vad_analyzer=…)`);
 it broadcasts the VAD frames both ways, so the segmented STT before it cuts its segments on
@@ -31,7 +35,7 @@ from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from annie_voice.chat import ChatService
 from annie_voice.config import Settings
-from annie_voice.voice.brain import AnnieLLMProcessor
+from annie_voice.voice.brain import AnnieLLMProcessor, TranscriptLookaheadProcessor
 from annie_voice.voice.filters import ToolCallTextFilterProcessor, VoiceObserverProcessor
 from annie_voice.voice.stt import (
     STT_SAMPLE_RATE,
@@ -93,6 +97,7 @@ def build_processors(
     middle: list[FrameProcessor] = [
         LocalSTTService(models.stt),
         VoiceObserverProcessor(chat.observer, session_id),
+        TranscriptLookaheadProcessor(chat),
         aggregators.user(),
         AnnieLLMProcessor(chat, session_id),
         ToolCallTextFilterProcessor(tools),

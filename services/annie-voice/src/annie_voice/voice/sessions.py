@@ -28,6 +28,7 @@ from pipecat.workers.runner import WorkerRunner
 from annie_voice.chat import ChatService
 from annie_voice.config import Settings
 from annie_voice.voice.pipeline import VoiceModels, build_worker
+from annie_voice.voice.rtc import unbuffer_audio_receivers
 from annie_voice.voice.stt import STT_SAMPLE_RATE
 from annie_voice.voice.tts import TTS_SAMPLE_RATE
 from her_os_shared.logging import get_logger
@@ -49,6 +50,7 @@ class VoiceSession:
     created: datetime = field(default_factory=lambda: datetime.now(UTC))
     pc_id: str | None = None
     task: asyncio.Task[None] | None = None
+    connection: SmallWebRTCConnection | None = None
 
     def info(self) -> dict[str, Any]:
         return {
@@ -77,6 +79,10 @@ class VoiceSessions:
             self.models.check()
             await asyncio.to_thread(self.models.stt.load)
             await asyncio.to_thread(self.models.tts.load)
+            # The responder's stock phrases (how every offline answer opens) are synthesised
+            # now, so a reply's first words cost no synthesis.
+            phrases = tuple(getattr(self.chat.backend, "phrases", ()))
+            await asyncio.to_thread(self.models.tts.warm, phrases)
         except Exception as exc:
             log.warning("voice.preload_failed", error=str(exc)[:300])
             return
@@ -125,6 +131,7 @@ class VoiceSessions:
 
         async def on_connection(connection: SmallWebRTCConnection) -> None:
             session.pc_id = connection.pc_id
+            session.connection = connection
             session.task = asyncio.create_task(
                 self._run(session, connection), name=f"voice-{session.id}"
             )
@@ -138,6 +145,10 @@ class VoiceSessions:
             raise VoiceSessionError(400, f"the SDP offer was refused: {exc}") from exc
         if not answer:
             raise VoiceSessionError(400, "the SDP offer produced no answer")
+        if session.connection is not None:
+            # Before the answer goes back (no media can flow before it); a renegotiation
+            # may have made new receivers.
+            unbuffer_audio_receivers(session.connection.pc)
         return {**answer, "session_id": session.id}
 
     async def patch(self, session_id: str, body: dict[str, Any]) -> None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncGenerator, Callable
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,11 @@ TTS_SAMPLE_RATE = 24000  # hibari and Kokoro both speak at 24 kHz
 
 Synthesise = Callable[[str], list[np.ndarray]]
 
+# Short sentences said again and again (the offline responder opens every answer with one of
+# two) are kept once synthesised: the first words of a reply then cost no synthesis at all.
+CACHE_MAX_CHARS = 80
+CACHE_ENTRIES = 32
+
 
 class SpeechSynth:
     """Loads the configured synthesiser once (thread-safe); `sentences(text)` → float32 24 kHz
@@ -42,6 +48,7 @@ class SpeechSynth:
         self.backend = settings.tts_backend
         self._fn: Synthesise | None = None
         self._lock = threading.Lock()
+        self._cache: OrderedDict[str, tuple[np.ndarray, ...]] = OrderedDict()
 
     @property
     def voice(self) -> str:
@@ -109,13 +116,37 @@ class SpeechSynth:
             self._load_locked()
 
     def sentences(self, text: str) -> list[np.ndarray]:
+        """`text` spoken: float32 24 kHz arrays, one per sentence (short texts from the cache;
+        the arrays are shared, so callers must not write to them)."""
         with self._lock:
-            return self._load_locked()(text)
+            cached = self._cache.get(text)
+            if cached is not None:
+                self._cache.move_to_end(text)
+                return list(cached)
+            parts = self._load_locked()(text)
+            if len(text) <= CACHE_MAX_CHARS:
+                for part in parts:
+                    part.flags.writeable = False
+                self._cache[text] = tuple(parts)
+                while len(self._cache) > CACHE_ENTRIES:
+                    self._cache.popitem(last=False)
+            return parts
+
+    def cached(self) -> list[str]:
+        """The texts whose speech is cached, least recently used first."""
+        with self._lock:
+            return list(self._cache)
+
+    def warm(self, texts: Sequence[str]) -> None:
+        """Synthesise `texts` now (loading the model), so their first use costs nothing."""
+        for text in texts:
+            self.sentences(text)
 
 
 # hibari starts every sentence with ~0.3 s of silence: at the start of a reply that is pure
-# latency (and between sentences its ~0.4 s trailing silence is pause enough), so keep 50 ms.
-LEAD_KEEP_S = 0.05
+# latency (and between sentences its ~0.4 s trailing silence is pause enough). 10 ms are
+# kept: the samples just before the sound begins, so it starts without a click.
+LEAD_KEEP_S = 0.01
 SILENCE_LEVEL = 1e-3
 
 
