@@ -120,7 +120,8 @@ async def test_a_prepared_turn_takes_the_search_already_made() -> None:
         done = (await answer(runtime, "voice-1", question))["done"]
         assert "Lisbon" in done["text"]
         assert searches(engine, question) == 1  # the turn did not search again
-        assert responder.lookahead.stats()["used"] == 1
+        status = await runtime.status()
+        assert status["lookahead"] == {"used": 1, "unused": 0, "pending": 0}
         # A turn whose final words differ (the user went on speaking) searches as always.
         await runtime.chat.prepare("Where is Priya")
         await answer(runtime, "voice-1", "Where is Priya moving to, and when?")

@@ -65,6 +65,7 @@ class Runtime:
         await self.engine.aclose()
 
     async def status(self) -> dict[str, object]:
+        lookahead = getattr(self.backend, "lookahead", None)
         return {
             "backend": self.backend.name,
             "model": getattr(self.backend, "model", None),
@@ -81,6 +82,8 @@ class Runtime:
             },
             "sessions_evicted": self.chat.sessions.evicted,
             "events": self.observer.stats.as_dict(),
+            # memory searches started from voice transcripts before the turn ended
+            "lookahead": None if lookahead is None else lookahead.stats(),
         }
 
 
