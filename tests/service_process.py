@@ -26,6 +26,18 @@ def spawn(
         return subprocess.Popen([sys.executable, "-m", package], env=env, stdout=out, stderr=out)
 
 
+def stop(proc: subprocess.Popen[bytes] | None, wait_s: float = 30) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `wait_s`; a finished process is left."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(wait_s)
+
+
 def tail(log: Path) -> str:
     return log.read_text(errors="replace")[-3000:]
 

@@ -30,6 +30,7 @@ import asyncpg
 import httpx
 import pytest
 from chromium import CHROMIUM, LAUNCH_ARGS
+from service_process import stop
 
 from her_os import dashboard
 from her_os_shared.events import ObservabilityEvent
@@ -69,17 +70,6 @@ def _wait(what: str, ready: Any, proc: subprocess.Popen[bytes], log: Path) -> No
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what} not ready after {START_S} s:\n{log.read_text()[-3000:]}")
         time.sleep(0.1)
-
-
-def _stop(proc: subprocess.Popen[bytes] | None) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 # ---------------------------------------------------------------- the engine
@@ -137,7 +127,7 @@ class Engine:
         _wait("the context engine", self._ready, self.proc, log)
 
     def stop(self) -> None:
-        _stop(self.proc)
+        stop(self.proc, wait_s=20)
 
     def emit(self, *events: dict[str, Any]) -> None:
         r = httpx.post(
@@ -244,7 +234,7 @@ class Aquarium:
         _wait("the dashboard", lambda: dashboard.probe(self.url + "/").healthy, self.proc, log)
 
     def stop(self) -> None:
-        _stop(self.proc)
+        stop(self.proc, wait_s=20)
 
 
 @pytest.fixture(scope="module")

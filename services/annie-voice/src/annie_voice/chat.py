@@ -197,8 +197,10 @@ class ChatService:
         await self.brief(session, message)
         return True
 
-    def _lookahead(self) -> MemoryLookahead | None:
-        # Only a backend that searches memory on every turn (the offline responder) has one.
+    @property
+    def lookahead(self) -> MemoryLookahead | None:
+        """The backend's searches started ahead of a turn; only a backend that searches memory
+        on every turn (the offline responder) has one."""
         lookahead = getattr(self.backend, "lookahead", None)
         return lookahead if isinstance(lookahead, MemoryLookahead) else None
 
@@ -206,7 +208,7 @@ class ChatService:
         """The user's next message, known before their turn ends (a voice transcript): start
         what the turn will need (the offline responder's memory search), under the forget
         marker read first."""
-        lookahead = self._lookahead()
+        lookahead = self.lookahead
         if lookahead is None or not message.strip():
             return
         lookahead.start(message, await self._forget_marker())
@@ -256,7 +258,7 @@ class ChatService:
         self, session: ChatSession, message: str, *, new: bool
     ) -> AsyncIterator[ChatEvent]:
         started = time.monotonic()
-        lookahead = self._lookahead()
+        lookahead = self.lookahead
         prepared = lookahead is not None and lookahead.pending(message)
         # A new session was briefed under the marker just read; a prepared search is used
         # only if nothing was forgotten since it started, which needs the marker now.

@@ -65,7 +65,7 @@ class Runtime:
         await self.engine.aclose()
 
     async def status(self) -> dict[str, object]:
-        lookahead = getattr(self.backend, "lookahead", None)
+        lookahead = self.chat.lookahead
         return {
             "backend": self.backend.name,
             "model": getattr(self.backend, "model", None),
