@@ -6,9 +6,16 @@ from annie_doubles import TOKEN, EngineDouble, memory
 from hypothesis import given
 from hypothesis import strategies as st
 
+from annie_voice.briefing import clean
 from annie_voice.engine import EngineClient
 from annie_voice.llm.base import Message, TextDelta
-from annie_voice.llm.offline import LIMITS, OfflineMemoryResponder, relative_day, sentences
+from annie_voice.llm.offline import (
+    LIMITS,
+    OfflineMemoryResponder,
+    gist,
+    relative_day,
+    sentences,
+)
 
 NOW = datetime(2026, 5, 14, 12, 0, tzinfo=UTC)  # a Thursday
 
@@ -80,6 +87,33 @@ async def test_engine_down_is_said_plainly() -> None:
     r = responder(EngineDouble(mode="down"))
     text = await r.answer("where is Priya?", first_turn=True)
     assert "couldn't reach your memories" in text
+
+
+async def test_the_sentence_asked_about_is_quoted_not_the_segments_first() -> None:
+    # A diarized segment often runs two sentences together; the question is about the second.
+    double = EngineDouble(
+        memories=[memory("heard a beep. This is Diane in New Jersey.", speaker="unknown_2")]
+    )
+    text = await responder(double).answer("Where is Diane living now?", first_turn=False)
+    assert "said: “This is Diane in New Jersey”." in text
+    assert "beep" not in text
+
+
+def test_gist_prefers_telling_words_and_otherwise_the_first_sentence() -> None:
+    segment = "The flat is near the park. I'm moving to Koramangala next month."
+    assert gist(segment) == "The flat is near the park"  # no question: the first
+    assert gist(segment, "where is Priya moving?") == "I'm moving to Koramangala next month"
+    # "the" and "is" are in both sentences and in the question: they decide nothing
+    assert gist(segment, "what is the plan?") == "The flat is near the park"
+    assert gist("", "anything") == ""
+
+
+@given(
+    st.text(alphabet=st.sampled_from("abc .!?”\n"), max_size=60),
+    st.text(alphabet=st.sampled_from("abc "), max_size=12),
+)
+def test_the_gist_is_a_piece_of_the_segment(text: str, query: str) -> None:
+    assert gist(text, query).removesuffix("…") in clean(text)
 
 
 @given(st.text(alphabet=st.sampled_from("ab .!?”\n"), max_size=40))

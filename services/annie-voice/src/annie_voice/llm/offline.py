@@ -20,11 +20,16 @@ LIMITS = (
 )
 # Diarization labels that name nobody.
 _ANONYMOUS = re.compile(r"^(speaker[_ ]?\d+|unknown[_ ]?\d+|unknown|spk\d+)$", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 # A sentence: up to a full stop, question or exclamation mark (and a closing quote) followed
 # by spaces or the end; or the rest of the text.
 _SENTENCE_PIECE = re.compile(r".+?[.!?][”\"’)]*(?:\s+|$)|.+$", re.DOTALL)
 GIST_CHARS = 180
+_WORD = re.compile(r"\w+")
+# Words a question shares with any sentence, which say nothing about which sentence answers it.
+_COMMON = frozenset(
+    "the and are was were what where when who whom why how did does you your about that this "
+    "with for from have has had".split()
+)
 SEARCH_LIMIT = 8
 # How an answer opens: one memory, or several.
 LEAD_ONE = "Here's what I found."
@@ -49,10 +54,24 @@ def relative_day(when: datetime, now: datetime, zone: tzinfo) -> str:
     return f"on {day.day} {day.strftime('%B')} {day.year}"
 
 
-def gist(text: str) -> str:
-    """The first sentence, at most GIST_CHARS characters, without its final full stop."""
-    text = clean(text)
-    first = _SENTENCE_END.split(text, maxsplit=1)[0]
+def sentences(text: str) -> list[str]:
+    """`text` cut after each sentence's end (and the spaces after it); joined, it is `text`."""
+    return [part for part in _SENTENCE_PIECE.findall(text) if part]
+
+
+def _telling(query: str) -> set[str]:
+    """The words of `query` that can tell one sentence from another (3+ letters, not common)."""
+    words = _WORD.findall(query.casefold())
+    return {w for w in words if len(w) >= 3 and w not in _COMMON}
+
+
+def gist(text: str, query: str = "") -> str:
+    """The sentence of `text` sharing the most telling words with `query` (the first on a tie,
+    or without a query), at most GIST_CHARS characters, without its final full stop. A
+    segment often holds more than one sentence, and the one asked about need not lead."""
+    parts = [part.strip() for part in sentences(clean(text))] or [""]
+    wanted = _telling(query)
+    first = max(parts, key=lambda part: len(wanted & set(_WORD.findall(part.casefold()))))
     if len(first) > GIST_CHARS:
         cut = first[:GIST_CHARS].rsplit(" ", 1)[0]
         first = cut + "…"
@@ -86,9 +105,11 @@ def pick(memories: Sequence[Memory], most: int = 3) -> list[Memory]:
     return chosen
 
 
-def sentence(memory: Memory, now: datetime, zone: tzinfo, owner_speakers: Collection[str]) -> str:
+def sentence(
+    memory: Memory, now: datetime, zone: tzinfo, owner_speakers: Collection[str], query: str = ""
+) -> str:
     speaker = who(memory.speaker, owner_speakers)
-    said = f"{speaker} said: “{gist(memory.text)}”."
+    said = f"{speaker} said: “{gist(memory.text, query)}”."
     if memory.timestamp is None:
         return said[0].upper() + said[1:]
     day = relative_day(memory.timestamp, now, zone)
@@ -112,18 +133,13 @@ def compose(
             f"{LIMITS}"
         )
     lead = LEAD_MANY if len(best) > 1 else LEAD_ONE
-    lines = [sentence(m, now, zone, owner_speakers) for m in best]
+    lines = [sentence(m, now, zone, owner_speakers, query) for m in best]
     text = " ".join([lead, *lines])
     return f"{text} {LIMITS}" if first_turn else text
 
 
-def sentences(text: str) -> list[str]:
-    """`text` cut after each sentence's end (and the spaces after it); joined, it is `text`."""
-    return [part for part in _SENTENCE_PIECE.findall(text) if part]
-
-
 class OfflineMemoryResponder:
-    """The `none` backend: memory search turned into sentences, streamed word by word."""
+    """The `none` backend: memory search turned into sentences, streamed sentence by sentence."""
 
     name = "none"
     supports_tools = False
