@@ -31,8 +31,8 @@ def types_in(text: str) -> list[str]:
     return sorted({e.type for e in find_entities(seg(text))})
 
 
-def test_nine_types_each_with_a_gate() -> None:
-    assert len(ENTITY_TYPES) == 9 and set(CONFIDENCE_GATES) == set(ENTITY_TYPES)
+def test_ten_types_each_with_a_gate() -> None:
+    assert len(ENTITY_TYPES) == 10 and set(CONFIDENCE_GATES) == set(ENTITY_TYPES)
 
 
 def test_promises_need_a_commitment_not_just_a_future_tense() -> None:

@@ -72,7 +72,7 @@ async def load_session_text(conn: AsyncConnection, session_id: str) -> SessionTe
     texts: list[SegmentText] = []
     spoken: dict[str, datetime] = {}
     for r in rows:
-        texts.append(SegmentText(r.segment_id, r.speaker, r.text))
+        texts.append(SegmentText(r.segment_id, r.speaker, r.text, r.spoken_at))
         spoken[r.segment_id] = r.spoken_at
     return SessionText(session_id, started, texts, spoken)
 
@@ -237,6 +237,7 @@ def _relation_row(
         "object": r.object,
         "confidence": r.confidence,
         "evidence": r.evidence,
+        "properties": dict(r.properties),
         "extractor": extractor,
         "extractor_version": version,
         "current": True,
@@ -283,6 +284,7 @@ async def load_extraction(conn: AsyncConnection, session_id: str) -> Extraction:
             confidence=x.confidence,
             evidence=x.evidence,
             segment_id=x.segment_id,
+            properties=dict(x.properties or {}),
         )
         for x in rel
     ]

@@ -293,6 +293,8 @@ class ExtractedRelationRow(Base):
     object: Mapped[str] = mapped_column(Text)
     confidence: Mapped[float] = mapped_column(Float, server_default="0")
     evidence: Mapped[str] = mapped_column(Text, server_default="")
+    # category, when / valid_from / due, source (ExtractedRelation.properties, ADR 0017)
+    properties: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default="{}")
     extractor: Mapped[str] = mapped_column(Text)
     extractor_version: Mapped[int] = mapped_column(Integer, server_default="1")
     current: Mapped[bool] = mapped_column(Boolean, server_default="true")

@@ -11,7 +11,16 @@ What it finds in a session's segments (in spoken order):
 - relations between people ("my wife Priya" → (speaker, spouse, Priya); "her brother Arjun"
   → (the person mentioned last, sibling, Arjun), dropped when nobody was; "your sister Amy" →
   (the previous speaker, sibling, Amy)) and preferences ((speaker, likes | avoids, thing));
-- emotions from VADER's sentiment score (emotion.py).
+  brands keep their category ("my Nike running shoes" → likes and owns Nike, category shoe);
+- since version 2, facts read from the dependency parse (statements.py): where people live and
+  move, work, study and what they switched, started, stopped, drink and use, with the dates
+  their words name resolved against the time they were spoken (dates.py). The parser runs only
+  on segments whose words may state such a fact (_PARSE_CUES): about as slow as NER, it would
+  otherwise halve the throughput;
+- topics: the things those facts are about ("coffee", "pottery", "Hoka") become `topic`
+  entities, so they can be counted, validated, contradicted and tiered like the rest;
+- emotions from VADER's sentiment score (emotion.py), when a word names the feeling ("sad",
+  "thrilled"): a bare positive or negative score is politeness more often than a feeling.
 
 Every entity carries the segment it was said in and the speaker; NER entities also their spaCy
 label. The output goes through `schema.finalise` (gates, dedup, linking). Confidences are
@@ -31,7 +40,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from context_engine import predicates
 from context_engine.extract.base import Extraction
+from context_engine.extract.dates import iso_day, resolve
 from context_engine.extract.emotion import emotion_of
 from context_engine.extract.patterns import (
     NOT_NAMES,
@@ -52,13 +63,14 @@ from context_engine.extract.schema import (
     SegmentText,
     finalise,
 )
-from context_engine.extract.spacy_model import get_nlp
+from context_engine.extract.spacy_model import PARSE_COMPONENTS, get_nlp
+from context_engine.extract.statements import PETS, PRAISE, ROLES, Speech, statements
 
 if TYPE_CHECKING:
     from spacy.language import Language
     from spacy.tokens import Doc, Span
 
-VERSION = 1
+VERSION = 2
 _NLP_LOCK = threading.Lock()
 MAX_CHARS = 10_000  # per segment: longer text is cut (NER cost grows with it)
 BATCH_SIZE = 64
@@ -231,10 +243,50 @@ _EVENT_GAP = re.compile(r"^\s*,?\s*(?:(?:is|was|'s|will be)\s+)?(?:on|at|in|this
 
 
 def looks_like_name(speaker: str) -> bool:
-    """A speaker label that is a person's name ("Priya", "Asha Rao"), not a diarization label
-    ("SPEAKER_00", "Speaker 1") or a role ("user", "unknown")."""
+    """A speaker label that is a person's name ("Priya", "Asha Rao", or "priya" as some
+    clients write labels), not a diarization label ("SPEAKER_00", "Speaker 1") or a role
+    ("user", "unknown")."""
     s = speaker.strip()
+    if s.islower() and s.replace(" ", "").isalpha():
+        s = s.title()
     return bool(_SPEAKER_NAME.match(s)) and not _NOT_A_SPEAKER_NAME.match(s) and s not in NOT_NAMES
+
+
+def speaker_display_name(speaker: str) -> str:
+    """The person entity's name of a speaker label: "priya" → "Priya" (same canonical name)."""
+    s = " ".join(speaker.split())
+    return s.title() if s.islower() else s
+
+
+# A segment is parsed only when its words may state what statements.py reads: each cue is a
+# verb or noun of a rule with the word that makes it a fact ("moved to", "works at", "gave me").
+# Broad cues ("from", "made", "moving", "amazing") matched 70 % of LoCoMo's turns and halved
+# the extractor's speed; these match about a third.
+_ROLE_WORDS = "|".join(re.escape(w) for w in sorted(ROLES, key=len, reverse=True))
+_PET_WORDS = "|".join(re.escape(w) for w in sorted(PETS, key=len, reverse=True))
+_PRAISE_WORDS = "|".join(re.escape(w) for w in sorted(PRAISE, key=len, reverse=True))
+_PARSE_CUES = re.compile(
+    r"\b(?:"
+    r"liv(?:e|es|ed|ing)\s+(?:\w+\s+)?in|resid\w*|relocat\w*|"
+    r"mov(?:e|es|ed|ing)\s+(?:\w+\s+)?(?:to|from|back|out|away|in)|"
+    r"(?:am|'m|is|'s|are|was|were|come|comes|came|originally)\s+from|"
+    r"gr[eo]w(?:ing)?\s+up|born\s+in|"
+    r"work(?:s|ed|ing)?\s+(?:\w+\s+)?(?:at|for|as|with)|jobs?|join(?:s|ed|ing)?|quit\w*|"
+    r"left|leav(?:e|es|ing)|resign\w*|stud(?:y|ies|ied|ying)|graduat\w*|"
+    r"stop(?:s|ped|ping)?|start(?:s|ed|ing)?|beg[au]n|began|(?:took|take|takes|taking)\s+up|"
+    r"play(?:s|ed|ing)?|dr[iau]nk(?:s|ing)?|switch\w*|chang(?:e|ed|es|ing)\s+(?:\w+\s+)?(?:to|from)|"
+    r"replac\w*|swap\w*|(?:g[ia]v(?:e|es|ing)|mak(?:e|es|ing)|made)\s+me|marr\w*|divorc\w*|"
+    rf"(?:a|an)\s+(?:\w+\s+)?(?:{_ROLE_WORDS})|{_PET_WORDS}|"
+    rf"(?:these|this|my|our)\s+[A-Z]\w+\s+\w+\s+(?:is|are)\s+(?:\w+\s+)?(?:{_PRAISE_WORDS})"
+    r")\b",
+    re.IGNORECASE,
+)
+# Confidence of an entity named as a fact's object ("works at Infosys" → Infosys, organisation)
+# — the words around it say what it is, which NER's label for one capitalised word does not.
+OBJECT_ENTITY_CONFIDENCE = 0.8
+TOPIC_CONFIDENCE = 0.7
+# A relation below this is not kept (a guessed "he/she" subject with a weak rule).
+RELATION_GATE = 0.5
 
 
 def person_shape(name: str) -> str:
@@ -329,10 +381,12 @@ class FastExtractor:
 
     def load(self) -> None:
         """Load the model (hashes checked) and VADER now instead of on the first session."""
+        from context_engine.extract.dates import warm_up
         from context_engine.extract.emotion import analyzer
 
         _ = self.nlp
         analyzer()
+        warm_up()
 
     async def extract(self, segments: Sequence[SegmentText]) -> Extraction:
         return await asyncio.to_thread(self.extract_sync, list(segments))
@@ -349,19 +403,36 @@ class FastExtractor:
 
     def _prepare(self, segments: Sequence[SegmentText]) -> list[SegmentText]:
         return [
-            SegmentText(s.segment_id, s.speaker, normalise_text(s.text[: self.max_chars]))
+            SegmentText(
+                s.segment_id, s.speaker, normalise_text(s.text[: self.max_chars]), s.spoken_at
+            )
             for s in segments
         ]
 
+    def _parse(self, segs: list[SegmentText]) -> list[Doc]:
+        """Every segment through NER; those with a fact cue also through the parser."""
+        nlp = self.nlp
+        cued = [i for i, s in enumerate(segs) if _PARSE_CUES.search(s.text)]
+        plain = sorted(set(range(len(segs))) - set(cued))
+        docs: dict[int, Doc] = {}
+        parse_parts = [c for c in PARSE_COMPONENTS if c in nlp.pipe_names]
+        with _NLP_LOCK:  # spaCy adds new words to the shared vocabulary: one caller at a time
+            texts = (segs[i].text for i in cued)
+            docs.update(zip(cued, nlp.pipe(texts, batch_size=self.batch_size), strict=True))
+            with nlp.select_pipes(disable=parse_parts):
+                texts = (segs[i].text for i in plain)
+                docs.update(zip(plain, nlp.pipe(texts, batch_size=self.batch_size), strict=True))
+        return [docs[i] for i in range(len(segs))]
+
     def _extract(self, segs: list[SegmentText]) -> Extraction:
         session = _Session()
-        nlp = self.nlp
-        with _NLP_LOCK:  # spaCy adds new words to the shared vocabulary: one caller at a time
-            docs = list(nlp.pipe((s.text for s in segs), batch_size=self.batch_size))
-        for seg, doc in zip(segs, docs, strict=True):
+        for seg, doc in zip(segs, self._parse(segs), strict=True):
             self._segment(session, seg, doc)
         entities = [_repeat_bonus(e, session.single_names) for e in session.entities]
-        return Extraction(entities=_resolve_types(entities), relations=_unique(session.relations))
+        speakers = {s.segment_id: s.speaker for s in segs}
+        entities.extend(_object_entities(session.relations, speakers))
+        relations = [r for r in _unique(session.relations) if r.confidence >= RELATION_GATE]
+        return Extraction(entities=_resolve_types(entities), relations=relations)
 
     def _segment(self, session: _Session, seg: SegmentText, doc: Doc) -> None:
         if session.previous_speaker is not None and session.previous_speaker != seg.speaker:
@@ -371,7 +442,7 @@ class FastExtractor:
         if speaker not in session.speakers and looks_like_name(speaker):
             session.speakers.add(speaker)
             session.entities.append(
-                ExtractedEntity("person", speaker, SPEAKER_CONFIDENCE,
+                ExtractedEntity("person", speaker_display_name(speaker), SPEAKER_CONFIDENCE,
                                 properties={"speaker": speaker, "source": "speaker"},
                                 segment_id=seg.segment_id)
             )  # fmt: skip
@@ -429,9 +500,15 @@ class FastExtractor:
             if entity.type in ("promise", "decision") and (
                 when := _when(start, end, dates, bounds, seg.text)
             ):
-                entity = replace(entity, properties={**entity.properties, "when": when})
+                extra: dict[str, Any] = {"when": when}
+                if due := resolve(when, seg.spoken_at, "future"):
+                    extra["due"] = iso_day(due)
+                entity = replace(entity, properties={**entity.properties, **extra})
             session.entities.append(entity)
-        session.entities.extend(_dated_events(seg, dates))
+        for event in _dated_events(seg, dates):
+            if on := resolve(str(event.properties.get("when", "")), seg.spoken_at):
+                event = replace(event, properties={**event.properties, "date": iso_day(on)})
+            session.entities.append(event)
 
         people.sort()
         addressee = session.addressee if session.addressee != seg.speaker else None
@@ -443,8 +520,18 @@ class FastExtractor:
                 addressee=spoken_to[0] if spoken_to else addressee,
             )
         )
-        session.relations.extend(find_preferences(seg))
-        if self.emotions and (emotion := emotion_of(seg)):
+        for r in find_preferences(seg):
+            session.relations.extend(_with_brand(r, seg.text))
+        if doc.has_annotation("DEP"):
+            speech = Speech(
+                speaker=seg.speaker.strip(),
+                segment_id=seg.segment_id,
+                addressee=spoken_to[0] if spoken_to else addressee,
+                last_person=people[-1][1] if people else session.last_person,
+                spoken_at=seg.spoken_at,
+            )
+            session.relations.extend(statements(doc, speech))
+        if self.emotions and (emotion := emotion_of(seg)) and emotion.name not in _GENERIC:
             session.entities.append(emotion)
         if people:
             session.last_person = people[-1][1]
@@ -521,6 +608,74 @@ def _resolve_types(entities: list[ExtractedEntity]) -> list[ExtractedEntity]:
             continue
         kept.append(e)
     return kept
+
+
+# Emotions VADER names only by sign: mostly politeness and greetings, not a feeling to remember.
+_GENERIC = frozenset({"positive", "negative"})
+_BRAND = re.compile(r"^((?:[A-Z][\w'&-]*\s+){1,2})([a-z][\w-]*(?:\s+[a-z][\w-]*){0,2})$")
+
+
+def _singular(word: str) -> str:
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("ches", "shes", "sses", "xes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def _with_brand(rel: ExtractedRelation, text: str) -> list[ExtractedRelation]:
+    """ "I love my Nike running shoes": the object is the brand (Nike), its category the thing
+    (shoe), so "I switched from Nike" and "these Hoka shoes" speak of the same slot; "my"
+    before it says the speaker owns one too."""
+    at = text.lower().find(rel.object)
+    if at < 0:
+        return [rel]
+    said = text[at : at + len(rel.object)]
+    m = _BRAND.match(said)
+    if m is None or any(not_a_name(w) for w in m.group(1).split()):
+        return [rel]
+    properties = {**rel.properties, "category": _singular(m.group(2).split()[-1])}
+    branded = replace(rel, object=m.group(1).strip(), properties=properties)
+    out = [branded]
+    if rel.predicate == "likes" and text[:at].rstrip().lower().endswith(("my", "our")):
+        out.append(replace(branded, predicate="owns"))
+    return out
+
+
+def _object_entities(
+    relations: list[ExtractedRelation], speakers: dict[str, str]
+) -> list[ExtractedEntity]:
+    """Entities for what facts are about: a place, organisation or person object by its
+    predicate; anything else (coffee, tennis, Hoka) a topic. Owned things also as `owns`."""
+    found: list[ExtractedEntity] = []
+    for r in relations:
+        spec = predicates.spec(r.predicate)
+        kind = spec.object_type if spec is not None else "topic"
+        if kind not in ("person", "place", "organization", "topic"):
+            kind = "topic"
+        if kind == "person" and spec is not None and spec.name == "pet":
+            kind = "topic"
+        confidence = TOPIC_CONFIDENCE if kind == "topic" else OBJECT_ENTITY_CONFIDENCE
+        properties: dict[str, Any] = {
+            "speaker": speakers.get(r.segment_id or "", ""),
+            "source": "relation",
+            "predicate": r.predicate,
+        }
+        if category := r.properties.get("category"):
+            properties["category"] = category
+        found.append(
+            ExtractedEntity(
+                kind,
+                r.object,
+                min(confidence, r.confidence + 0.1),
+                r.evidence,
+                properties,
+                segment_id=r.segment_id,
+            )
+        )
+    return found
 
 
 def _unique(relations: list[ExtractedRelation]) -> list[ExtractedRelation]:

