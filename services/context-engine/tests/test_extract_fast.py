@@ -106,6 +106,7 @@ def test_relations_resolve_owners_and_preferences(extractor: FastExtractor) -> N
         ("Asha", "sibling", "Meera"),  # "your sister", said to Asha by the previous turn's other
         ("Asha", "avoids", "coffee"),
         ("Asha", "likes", "green tea"),
+        ("Arjun", "moved_to", "Bangalore"),  # "he moved": the person the question was about
     }
     by_triple = {(r.subject, r.predicate, r.object): r for r in out.relations}
     assert by_triple[("Asha", "spouse", "Priya")].segment_id == "c1-000"

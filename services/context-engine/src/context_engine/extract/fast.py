@@ -183,6 +183,14 @@ _PLACE_CUE = re.compile(
     re.IGNORECASE,
 )
 _PLACE_LABELS = frozenset({"GPE", "LOC", "FAC"})
+# Nouns that make the name before them a place ("the Jayanagar market", "Indiranagar metro").
+_PLACE_HEADS = frozenset(
+    "market road street station metro mall park cafe café lake beach temple airport "
+    "neighbourhood neighborhood area layout junction circle bazaar flyover suburb".split()
+)
+# Hand-checked: the small model tags unfamiliar neighbourhoods as people; a place noun after
+# the name settles it (too rare in the dev sets to measure; set at the place-cue level).
+PLACE_HEAD_CONFIDENCE = 0.75
 _INTRODUCED = re.compile(r"(?:\bmy name is|\bmy name's|\bthis is|\bmeet|\bnamed|\bcalled)\s+$",
                          re.IGNORECASE)  # fmt: skip
 
@@ -347,6 +355,8 @@ class _Session:
     last_person: str | None = None
     previous_speaker: str | None = None
     addressee: str | None = None
+    # the session's speakers when there are exactly two: each one's "you" is the other
+    pair: tuple[str, str] | None = None
 
 
 class FastExtractor:
@@ -426,6 +436,9 @@ class FastExtractor:
 
     def _extract(self, segs: list[SegmentText]) -> Extraction:
         session = _Session()
+        labels = sorted({s.speaker.strip() for s in segs if s.speaker.strip()})
+        if len(labels) == 2:
+            session.pair = (labels[0], labels[1])
         for seg, doc in zip(segs, self._parse(segs), strict=True):
             self._segment(session, seg, doc)
         entities = [_repeat_bonus(e, session.single_names) for e in session.entities]
@@ -512,6 +525,13 @@ class FastExtractor:
 
         people.sort()
         addressee = session.addressee if session.addressee != seg.speaker else None
+        if addressee is None and session.pair is not None:
+            addressee = next((p for p in session.pair if p != seg.speaker.strip()), None)
+        if not spoken_to and (named := _SENTENCE_START_NAME.match(seg.text)):
+            # "Arjun, your sister…": a session's speaker addressed by name
+            labels = {p.casefold(): p for p in session.pair or ()}
+            if named.group(1).casefold() in labels:
+                spoken_to.append(labels[named.group(1).casefold()])
         session.relations.extend(
             find_relations(
                 seg,
@@ -542,6 +562,11 @@ class FastExtractor:
         if name is None:
             return
         possessive = doc.text[ent.end_char : ent.end_char + 2] == "'s"
+        after = doc.text[ent.end_char : ent.end_char + 20].split()
+        if after and after[0].lower().strip(".,!?") in _PLACE_HEADS:
+            # "the Jayanagar market", "a Koramangala cafe": a name before a place noun
+            add("place", name, PLACE_HEAD_CONFIDENCE, ent.start_char, label=ent.label_, cue=True)
+            return
         if " " not in name and not possessive and place_cued(doc, ent, strict=True):
             add("place", name, PLACE_CUE_CONFIDENCE, ent.start_char, label=ent.label_, cue=True)
             return
@@ -610,6 +635,7 @@ def _resolve_types(entities: list[ExtractedEntity]) -> list[ExtractedEntity]:
     return kept
 
 
+_SENTENCE_START_NAME = re.compile(r"^\s*([A-Z][a-z]+),")
 # Emotions VADER names only by sign: mostly politeness and greetings, not a feeling to remember.
 _GENERIC = frozenset({"positive", "negative"})
 _BRAND = re.compile(r"^((?:[A-Z][\w'&-]*\s+){1,2})([a-z][\w-]*(?:\s+[a-z][\w-]*){0,2})$")

@@ -98,6 +98,9 @@ _FIRST = {"i": "speaker", "me": "speaker", "my": "speaker", "myself": "speaker",
           "he": "pronoun", "she": "pronoun", "him": "pronoun", "her": "pronoun",
           "his": "pronoun"}  # fmt: skip
 _PLACE_ENTS = frozenset({"GPE", "LOC", "FAC"})
+# NER labels that are never a person, place or organisation (the small model often labels a
+# town ORG or a person NORP, so the verb's cue is trusted over those labels).
+_NOT_NAMED = frozenset({"DATE", "TIME", "MONEY", "QUANTITY", "CARDINAL", "ORDINAL", "PERCENT"})
 _ORG_ENTS = frozenset({"ORG", "FAC"})
 _ENDED_WORDS = frozenset({"anymore", "longer"})
 _FUTURE = frozenset({"will", "'ll", "shall", "would", "'d", "could", "might", "should", "may",
@@ -123,9 +126,9 @@ def _sentence_text(sent: Span) -> str:
 
 def _name_of(tok: Token) -> str | None:
     """A proper name from a PROPN token and its compounds ("Priya Sharma"), or None."""
-    if tok.pos_ != "PROPN":
-        return None
-    if tok.ent_type_ and tok.ent_type_ not in ("PERSON", "ORG", "GPE", "NORP", ""):
+    if tok.pos_ != "PROPN" and not (tok.pos_ == "NOUN" and tok.is_title and tok.i > tok.sent.start):
+        return None  # a capitalised word the tagger took for a noun mid-sentence ("cat Mishti")
+    if tok.ent_type_ in _NOT_NAMED:
         return None
     parts = [c for c in tok.children if c.dep_ == "compound" and c.pos_ == "PROPN" and c.i < tok.i]
     words = [*(p.text for p in parts), tok.text]
@@ -144,7 +147,7 @@ def _who(tok: Token, speech: Speech) -> tuple[str, str] | None:
         return (speech.addressee, how) if speech.addressee else None
     if how == "pronoun":
         return (speech.last_person, how) if speech.last_person else None
-    if tok.pos_ == "PROPN" and tok.ent_type_ in ("PERSON", ""):
+    if tok.pos_ == "PROPN":
         name = _name_of(tok)
         return (name, "named") if name else None
     if tok.pos_ == "NOUN":  # "my sister Meera lives…": the appositive name
@@ -216,14 +219,16 @@ def _span_of(tok: Token) -> str:
 
 
 def _place(tok: Token) -> str | None:
-    if tok.ent_type_ in _PLACE_ENTS or (tok.pos_ == "PROPN" and tok.ent_type_ in ("", "PERSON")):
+    """A place named where a verb's cue says one stands ("moved to X", "lives in X")."""
+    if tok.ent_type_ in _PLACE_ENTS or (tok.pos_ == "PROPN" and tok.ent_type_ not in _NOT_NAMED):
         name = _span_of(tok)
         return name if name[:1].isupper() and not not_a_name(name.split()[0]) else None
     return None
 
 
 def _org(tok: Token) -> str | None:
-    if tok.ent_type_ in _ORG_ENTS or (tok.pos_ == "PROPN" and tok.ent_type_ in ("", "PERSON")):
+    """An organisation named where a verb's cue says one stands ("works at X", "quit X")."""
+    if tok.ent_type_ in _ORG_ENTS or (tok.pos_ == "PROPN" and tok.ent_type_ not in _NOT_NAMED):
         name = _span_of(tok)
         return name if name[:1].isupper() and not not_a_name(name.split()[0]) else None
     return None
@@ -382,6 +387,13 @@ class StatementRules:
                     if org := _org(org_tok):
                         self._add(subject, "worked_at" if past else "works_at", org, verb, sent)
         acomp = next((c for c in verb.children if c.dep_ == "acomp"), None)
+        if acomp is not None and acomp.lower_ in ("married", "engaged", "divorced"):
+            predicate = {"married": "spouse", "engaged": "partner", "divorced": "ex_spouse"}[
+                acomp.lower_
+            ]
+            for obj in _pobj(acomp, "to", "from"):
+                if subject is not None and (who := _who(obj, self.speech)) is not None:
+                    self._add(subject, predicate, who[0], None, sent)
         if acomp is not None and acomp.lower_ in PRAISE and subj_tok.pos_ == "NOUN":
             # "These Hoka shoes are incredible": the speaker likes and uses them
             mine = {c.lower_ for c in subj_tok.children} & {"these", "this", "my", "our"}
@@ -408,8 +420,10 @@ class StatementRules:
     def _join(self, verb: Token, sent: Span, subject: tuple[str, str] | None, subj_tok: Token,
               ended: bool) -> None:  # fmt: skip
         obj = _dobj(verb)
-        if subject is None or obj is None or obj.ent_type_ not in ("ORG", ""):
+        if subject is None or obj is None or obj.ent_type_ in _PLACE_ENTS:
             return
+        if any(c.dep_ == "prep" and c.lower_ in ("for", "on", "in") for c in verb.children):
+            return  # "joined Priya for lunch", "joined them on the trip"
         if obj.pos_ == "PROPN" and (org := _org(obj)):
             self._add(subject, "works_at", org, verb, sent, 0.95, joined=True)
 
@@ -510,16 +524,17 @@ class StatementRules:
             olds, news = ([obj] if obj is not None else []), list(_pobj(verb, "with", "for"))
         praised = self._switched_with
         category = None
+        moving = verb.lemma_ in ("move", "relocate", "shift")  # "moved from Pune": a place
         for new in news:
             thing, category = _brand_and_category(new)
-            if new.ent_type_ in _PLACE_ENTS:
+            if moving and new.ent_type_ in _PLACE_ENTS:
                 continue
             predicate = "drinks" if new.lower_ in DRINKS else "uses"
             self._add(subject, predicate, thing, verb, sent, category=category, switched=True)
         if not news and praised is not None:
             category = praised[1]
         for old in olds:
-            if old.ent_type_ in _PLACE_ENTS:
+            if moving and old.ent_type_ in _PLACE_ENTS:
                 continue
             thing, own = _brand_and_category(old)
             self._add(subject, "switched_from", thing, verb, sent, category=own or category)
@@ -535,7 +550,7 @@ class StatementRules:
         )
         if not (me and bad) or subj_tok.pos_ not in ("NOUN", "PROPN"):
             return
-        if subj_tok.ent_type_ in ("PERSON", "GPE"):
+        if subj_tok.ent_type_ in ("PERSON", "GPE") and subj_tok.lower_ not in DRINKS:
             return
         if not self.speech.speaker.strip():
             return
@@ -589,7 +604,7 @@ class StatementRules:
         """ "our dog Biscuit", "my cat, Luna", "a dog named Biscuit"."""
         owner = next((c for c in noun.children if c.dep_ == "poss"), None)
         name_tok = next((c for c in noun.children if c.dep_ in ("appos", "compound")
-                         and c.pos_ == "PROPN" and c.i > noun.i), None)  # fmt: skip
+                         and c.i > noun.i and _name_of(c)), None)  # fmt: skip
         for acl in noun.children:  # "a dog named Biscuit"
             if acl.dep_ == "acl" and acl.lemma_ in ("name", "call"):
                 name_tok = next((c for c in acl.children if c.pos_ == "PROPN"), name_tok)
