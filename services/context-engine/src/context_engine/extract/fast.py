@@ -46,6 +46,7 @@ from context_engine.extract.dates import iso_day, resolve
 from context_engine.extract.emotion import emotion_of
 from context_engine.extract.patterns import (
     NOT_NAMES,
+    find_dialogue_relations,
     find_entity_spans,
     find_preferences,
     find_relations,
@@ -538,6 +539,13 @@ class FastExtractor:
                 people=people,
                 previous_person=session.last_person,
                 addressee=spoken_to[0] if spoken_to else addressee,
+            )
+        )
+        session.relations.extend(
+            find_dialogue_relations(
+                seg,
+                addressee=spoken_to[0] if spoken_to else addressee,
+                last_person=people[-1][1] if people else session.last_person,
             )
         )
         for r in find_preferences(seg):

@@ -113,6 +113,16 @@ RELATIONS: dict[str, str] = {
     "neighbor": "neighbor", "cousin": "cousin", "uncle": "uncle", "aunt": "aunt",
     "grandmother": "grandparent", "grandma": "grandparent", "grandfather": "grandparent",
     "grandpa": "grandparent", "doctor": "doctor", "therapist": "therapist",
+    "ex-wife": "ex_spouse", "ex-husband": "ex_spouse", "ex-girlfriend": "ex_partner",
+    "ex-boyfriend": "ex_partner", "half-brother": "sibling", "half-sister": "sibling",
+    "stepbrother": "sibling", "stepsister": "sibling", "twin brother": "sibling",
+    "twin sister": "sibling", "stepmother": "parent", "stepfather": "parent",
+    "stepmom": "parent", "stepdad": "parent", "niece": "niece", "nephew": "nephew",
+    "grandson": "grandchild", "granddaughter": "grandchild", "roomie": "roommate",
+    "flatmate": "roommate", "housemate": "roommate", "assistant": "employee",
+    "mother-in-law": "in_law", "father-in-law": "in_law", "sister-in-law": "in_law",
+    "brother-in-law": "in_law", "classmate": "classmate", "mentor": "mentor",
+    "lover": "partner",
 }  # fmt: skip
 _REL_WORDS = "|".join(sorted((re.escape(w) for w in RELATIONS), key=len, reverse=True))
 _CAP = r"[A-Z][a-z]+(?:[-'][A-Z][a-z]+)?"
@@ -374,6 +384,116 @@ def find_relations(
             evidence=r.evidence,
             segment_id=segment.segment_id,
         )
+
+
+# --- relations said to the person spoken to -----------------------------------------------
+
+_KIN_WORDS = "|".join(sorted((re.escape(w) for w in RELATIONS), key=len, reverse=True))
+_QUAL = r"(?:(?:very|best|only|oldest|closest|dearest|new|old|good|favou?rite|little|big|baby)\s+)*"
+# "You're my best friend" → (speaker, friend, addressee); "I'm your brother" → the converse.
+_YOU_ARE_MY = re.compile(
+    rf"\byou(?:'re| are| were|'ve been| have been)\s+(?:(?:still|like|always)\s+)?(?:my|our)\s+"
+    rf"{_QUAL}({_KIN_WORDS})\b",
+    re.IGNORECASE,
+)
+_I_AM_YOUR = re.compile(
+    rf"\bI(?:'m| am| was)\s+(?:(?:still|always)\s+)?your\s+{_QUAL}({_KIN_WORDS})\b",
+    re.IGNORECASE,
+)
+# "She's my sister" → (speaker, sibling, the person mentioned last).
+_PRONOUN_IS_MY = re.compile(
+    rf"\b(?:she|he)(?:'s| is| was)\s+(?:(?:still|like)\s+)?(?:my|our)\s+{_QUAL}({_KIN_WORDS})\b",
+    re.IGNORECASE,
+)
+_TOGETHER = {
+    "friends": "friend", "married": "spouse", "engaged": "partner", "roommates": "roommate",
+    "divorced": "ex_spouse", "dating": "partner", "neighbors": "neighbor",
+    "neighbours": "neighbor", "cousins": "cousin", "colleagues": "colleague",
+    "together": "partner", "siblings": "sibling", "classmates": "classmate",
+}  # fmt: skip
+_TOGETHER_WORDS = "|".join(_TOGETHER)
+# "Priya and I are friends", "Ravi and I got married"
+_NAME_AND_I = re.compile(
+    rf"{_NAME}\s+and\s+(?:I|me)\s+(?:are|were|'re|have been|had been|got|just got|"
+    rf"are getting|were getting|used to be|are still|were still)\s+(?:(?:best|good|close|just|"
+    rf"old|really)\s+)*({_TOGETHER_WORDS})\b"
+)
+# "we're best friends", "we live together" said to someone: the speaker and the addressee
+_WE_ARE = re.compile(
+    r"\bwe(?:'re| are| were|'ve been| have been| used to be)\s+(?:(?:best|good|close|just|"
+    r"old|such good|really|still)\s+)*(friends|roommates|neighbou?rs|married|engaged)\b",
+    re.IGNORECASE,
+)
+_FRIENDSHIP = re.compile(r"\b(?:my|our) friendship with you\b", re.IGNORECASE)
+# "I broke up with Ross", "I'm dating Paul", "I dumped him"
+_PARTNER_VERB = re.compile(
+    rf"\bI(?:'m| am| was|'ve| have)?\s+(?:just\s+|finally\s+|still\s+|been\s+)*"
+    rf"(broke up with|break up with|breaking up with|split up with|dumped|dating|"
+    rf"going out with|engaged to|married to|divorced)\s+(you|him|her|{_CAP}(?:\s{_CAP})?)\b"
+)
+_PARTNER_VERBS = {
+    "broke up with": "ex_partner", "break up with": "ex_partner",
+    "breaking up with": "ex_partner", "split up with": "ex_partner", "dumped": "ex_partner",
+    "dating": "partner", "going out with": "partner", "engaged to": "partner",
+    "married to": "spouse", "divorced": "ex_spouse",
+}  # fmt: skip
+# A parent addressed: "Hi Mom!", "Dad, listen", "Thanks, Mom."
+_PARENT_WORDS = r"Mom|Dad|Mommy|Daddy|Mum|Mama|Papa|Mother|Father"
+_PARENT_ADDRESSED = re.compile(
+    rf"(?:^|[.!?]\s+|(?i:hi|hey|hello|thanks|oh|yes|no|okay|ok|bye|night|sorry),?\s+)"
+    rf"({_PARENT_WORDS})(?=\s*[,!.?]|\s*$)|,\s+({_PARENT_WORDS})(?=\s*[!.?]|\s*$)"
+)
+DIALOGUE_CONFIDENCE = {"you": 0.6, "pronoun": 0.6, "named": 0.8, "we": 0.55, "parent": 0.6}
+
+
+def find_dialogue_relations(
+    segment: SegmentText,
+    *,
+    addressee: str | None = None,
+    last_person: str | None = None,
+) -> Iterator[ExtractedRelation]:
+    """Relations between the speaker and someone else said without an "X is my Y" name: "you
+    are my best friend" (the addressee), "she's my sister" (the person mentioned last), "Ravi
+    and I are friends", "I broke up with him", "Hi Mom!" (the addressee is the speaker's
+    parent). Nothing is yielded without the speaker and the other person resolved."""
+    me = segment.speaker.strip()
+    if not me:
+        return
+    text = normalise_text(segment.text)
+
+    def rel(subject: str | None, predicate: str, obj: str | None, how: str,
+            m: re.Match[str]) -> Iterator[ExtractedRelation]:  # fmt: skip
+        if not subject or not obj or subject.casefold() == obj.casefold():
+            return
+        if not_a_name(obj.split()[0]) and obj not in (addressee, last_person):
+            return
+        yield ExtractedRelation(
+            subject=subject, predicate=predicate, object=obj,
+            confidence=DIALOGUE_CONFIDENCE[how], evidence=m.group(0).strip(),
+            segment_id=segment.segment_id, properties={"source": "dialogue"},
+        )  # fmt: skip
+
+    for m in _YOU_ARE_MY.finditer(text):
+        yield from rel(me, RELATIONS[m.group(1).lower()], addressee, "you", m)
+    for m in _I_AM_YOUR.finditer(text):
+        yield from rel(addressee, RELATIONS[m.group(1).lower()], me, "you", m)
+    for m in _PRONOUN_IS_MY.finditer(text):
+        yield from rel(me, RELATIONS[m.group(1).lower()], last_person, "pronoun", m)
+    for m in _NAME_AND_I.finditer(text):
+        if _is_name(m.group(1)):
+            yield from rel(me, _TOGETHER[m.group(2).lower()], m.group(1), "named", m)
+    for m in _WE_ARE.finditer(text):
+        word = m.group(1).lower().replace("neighbours", "neighbors")
+        yield from rel(me, _TOGETHER[word], addressee, "we", m)
+    for m in _FRIENDSHIP.finditer(text):
+        yield from rel(me, "friend", addressee, "you", m)
+    for m in _PARTNER_VERB.finditer(text):
+        who = m.group(2)
+        other = {"you": addressee, "him": last_person, "her": last_person}.get(who.lower(), who)
+        how = "named" if other == who else ("you" if who.lower() == "you" else "pronoun")
+        yield from rel(me, _PARTNER_VERBS[m.group(1).lower()], other, how, m)
+    for m in _PARENT_ADDRESSED.finditer(text):
+        yield from rel(me, "parent", addressee, "parent", m)
 
 
 # --- preferences ----------------------------------------------------------------------------
