@@ -721,7 +721,7 @@ async def test_stats(engine: Engine, settings: Settings) -> None:
     assert empty["stages_failed"] == 0
     # No LLM and no graph configured: the fast extractor, nothing written to a graph.
     assert empty["extraction"] == {
-        "extractor": "fast@1",
+        "extractor": "fast@2",
         "graph_backend": None,
         "graph_mode": None,
         "graph_open": False,

@@ -105,10 +105,13 @@ async def test_coffee_from_day_0_to_day_120(engine: Engine) -> None:
 
     # Day 8: a week old and seen in three sessions: validated facts.
     run = await consolidate(engine, 8)
-    assert run["promoted"] == 3 and run["demoted"] == 0 and run["communities"] >= 1
+    # the three people and places, and the topic "coffee" (liked on day 0, said again since)
+    assert run["promoted"] == 4 and run["demoted"] == 0 and run["communities"] >= 1
     assert {n: t for n, (t, _) in (await tiers(engine)).items()} == {
         "Asha": "L1", "Priya": "L1", "Koramangala": "L1"
     }  # fmt: skip
+    (coffee,) = await query(engine, "SELECT tier FROM entities WHERE type = 'topic'")
+    assert coffee["tier"] == "L1"
     (one_off,) = await query(engine, "SELECT tier FROM entities WHERE type = 'promise'")
     assert one_off["tier"] == "L0"  # said once: stays an episode
 

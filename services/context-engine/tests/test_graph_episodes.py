@@ -31,7 +31,7 @@ T1 = datetime(2024, 3, 1, 10, 0, tzinfo=UTC)
 T2 = T1 + timedelta(days=4)
 
 # graphiti's entity type ids for our ENTITY_TYPES: 0 Entity, 1 Person, ..., 5 Topic
-PERSON, TOPIC = 1, 5
+PERSON, PLACE, ORGANIZATION, TOPIC = 1, 2, 3, 5
 
 
 class Script:
@@ -204,6 +204,110 @@ async def test_context_is_only_earlier_sessions(graph_settings: Settings) -> Non
                 m["content"] for r in server.chat_requests()[sent:] for m in r["messages"]
             )
             assert "aardvark" in prompt and "zebra" not in prompt
+        finally:
+            await graph.close()
+
+
+async def edges_by_fact(graph: KnowledgeGraph) -> dict[str, dict[str, Any]]:
+    rows = await cypher(
+        graph,
+        "MATCH ()-[e:RELATES_TO]->() RETURN e.uuid AS uuid, e.fact AS fact, e.name AS name, "
+        "e.original_name AS original_name, e.invalid_at AS invalid_at, "
+        "e.invalidated_by AS invalidated_by",
+    )
+    return {str(r["fact"]): r for r in rows}
+
+
+@pytest.mark.platform
+async def test_llm_edges_take_our_names_and_end_facts_across_objects(
+    graph_settings: Settings,
+) -> None:
+    script = Script()
+    with scripted_llm_server() as server:
+        server.reply(script)
+        graph = await open_graph(llm_settings(graph_settings, server))
+        try:
+            script.entities = [("Rajesh", PERSON), ("Pune", PLACE), ("Infosys", ORGANIZATION)]
+            script.edges = [
+                ("Rajesh", "LIVES_IN", "Pune", "Rajesh lives in Pune"),
+                ("Rajesh", "WORKS_FOR", "Infosys", "Rajesh works for Infosys"),
+            ]
+            script.valid_at = "2024-03-01T10:00:00Z"
+            first = await graph.add_episode(
+                episode("s1", T1, [("Rajesh", "I live in Pune and work for Infosys.")])
+            )
+            assert first.invalidated == []
+
+            script.entities = [("Rajesh", PERSON), ("Mumbai", PLACE), ("Google", ORGANIZATION)]
+            script.edges = [
+                ("Rajesh", "RESIDES_IN", "Mumbai", "Rajesh resides in Mumbai"),
+                ("Rajesh", "employed_by", "Google", "Rajesh is employed by Google"),
+            ]
+            script.valid_at = None  # valid from the episode's time (graphiti's reference_time)
+            s2 = episode("s2", T2, [("Rajesh", "Moved to Mumbai, I'm at Google now.")])
+            second = await graph.add_episode(s2)
+
+            edges = await edges_by_fact(graph)
+            assert {f: (e["name"], e["original_name"]) for f, e in edges.items()} == {
+                "Rajesh lives in Pune": ("LIVES_IN", None),
+                "Rajesh works for Infosys": ("WORKS_AT", "WORKS_FOR"),
+                "Rajesh resides in Mumbai": ("LIVES_IN", "RESIDES_IN"),
+                "Rajesh is employed by Google": ("WORKS_AT", "employed_by"),
+            }
+            ended = {f.fact: f for f in second.invalidated}
+            assert set(ended) == {"Rajesh lives in Pune", "Rajesh works for Infosys"}
+            pune, infosys = ended["Rajesh lives in Pune"], ended["Rajesh works for Infosys"]
+            assert (pune.predicate, pune.subject, pune.object) == ("LIVES_IN", "Rajesh", "Pune")
+            assert infosys.predicate == "WORKS_AT"
+            assert pune.invalidated_by == edges["Rajesh resides in Mumbai"]["uuid"]
+            assert infosys.invalidated_by == edges["Rajesh is employed by Google"]["uuid"]
+            for fact in ended.values():
+                assert (fact.session_id, fact.invalidated_by_session) == ("s1", "s2")
+                assert fact.invalid_at == T2
+                stored = edges[fact.fact]
+                assert stored["invalidated_by"] == fact.invalidated_by
+                assert stored["invalid_at"] == T2.isoformat()
+            now = {f.fact for f in await graph.facts_as_of(T2 + timedelta(days=1))}
+            assert now == {"Rajesh resides in Mumbai", "Rajesh is employed by Google"}
+
+            # s2 re-done and the model no longer finds the move nor the new job
+            script.entities, script.edges = [("Rajesh", PERSON)], []
+            redone = await graph.add_episode(s2)
+            assert sorted(redone.reinstated) == sorted(f.fact_uuid for f in ended.values())
+            assert redone.invalidated == []
+            now = {f.fact for f in await graph.facts_as_of(T2 + timedelta(days=1))}
+            assert now == {"Rajesh lives in Pune", "Rajesh works for Infosys"}
+        finally:
+            await graph.close()
+
+
+@pytest.mark.platform
+async def test_llm_episode_ends_a_fact_the_writer_wrote(graph_settings: Settings) -> None:
+    script = Script()
+    with scripted_llm_server() as server:
+        server.reply(script)
+        graph = await open_graph(llm_settings(graph_settings, server))
+        try:
+            await graph.write_extraction(
+                episode("s1", T1, [("Rajesh", "I like Nike.")]),
+                Extraction([], [ExtractedRelation("Rajesh", "likes", "Nike", 0.8, "", "s1-0")]),
+                "f@1",
+            )
+            script.entities = [("Rajesh", PERSON), ("Nike", TOPIC)]
+            script.edges = [("Rajesh", "REPLACED", "Nike", "Rajesh replaced his Nikes")]
+            write = await graph.add_episode(
+                episode("s2", T2, [("Rajesh", "I replaced my Nikes with Hokas.")])
+            )
+            [ended] = write.invalidated
+            assert (ended.fact, ended.session_id, ended.invalidated_by_session) == (
+                "Rajesh likes Nike",
+                "s1",
+                "s2",
+            )
+            edges = await edges_by_fact(graph)
+            switched = edges["Rajesh replaced his Nikes"]
+            assert (switched["name"], switched["original_name"]) == ("SWITCHED_FROM", "REPLACED")
+            assert ended.invalidated_by == switched["uuid"]
         finally:
             await graph.close()
 

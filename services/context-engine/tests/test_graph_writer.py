@@ -11,12 +11,9 @@ from falkordb_harness import cypher, episode
 from context_engine.extract.base import Extraction
 from context_engine.extract.schema import ExtractedEntity, ExtractedRelation
 from context_engine.graph import KnowledgeGraph
-from context_engine.graph.supersede import TimelineFact, group_of, resolve_timeline
+from context_engine.graph.supersede import TimelineFact, resolve_timeline, scope
 
 # The FalkorDB fixtures; the root conftest may register the plugin as well.
-pytest_plugins = ["falkordb_harness"]
-
-
 pytest_plugins = ["falkordb_harness"]
 
 T1 = datetime(2024, 3, 1, 10, 0, tzinfo=UTC)
@@ -68,24 +65,38 @@ async def facts_named(graph: KnowledgeGraph, fact: str) -> list[dict[str, object
 # --- the timeline rule itself (no database) ---
 
 
-def tf(uuid: str, name: str, day: int, created: int = 0) -> TimelineFact:
+def tf(
+    uuid: str,
+    name: str,
+    day: int,
+    created: int = 0,
+    *,
+    source: str = "a",
+    target: str = "b",
+    category: str | None = None,
+    target_name: str = "",
+) -> TimelineFact:
     return TimelineFact(
         uuid,
-        "a",
-        "b",
+        source,
+        target,
         name,
         T1 + timedelta(days=day),
         T1 + timedelta(seconds=created),
         None,
         None,
+        category=category,
+        target_name=target_name,
     )
 
 
+def ended_by(facts: list[TimelineFact]) -> dict[str, str | None]:
+    return {u: v.invalidated_by for u, v in resolve_timeline(facts).items()}
+
+
 def test_timeline_newer_fact_of_another_state_ends_the_older() -> None:
-    group = group_of("LIKES")
-    assert group is not None
     verdicts = resolve_timeline(
-        [tf("like", "LIKES", 0), tf("love", "LOVES", 1), tf("avoid", "AVOIDS", 2)], group
+        [tf("like", "LIKES", 0), tf("love", "LOVES", 1), tf("avoid", "AVOIDS", 2)]
     )
     # a restatement in the same state (loves) ends nothing; avoids ends both
     assert verdicts["like"].invalidated_by == "avoid"
@@ -94,28 +105,202 @@ def test_timeline_newer_fact_of_another_state_ends_the_older() -> None:
 
 
 def test_timeline_is_independent_of_arrival_order() -> None:
-    group = group_of("likes")
-    assert group is not None
     facts = [tf("avoid", "AVOIDS", 2, created=1), tf("like", "LIKES", 0, created=2)]
-    assert resolve_timeline(facts, group)["like"].invalidated_by == "avoid"
-    assert resolve_timeline(reversed(facts), group)["like"].invalidated_by == "avoid"
+    assert resolve_timeline(facts)["like"].invalidated_by == "avoid"
+    assert resolve_timeline(reversed(facts))["like"].invalidated_by == "avoid"
 
 
 def test_timeline_tie_goes_to_the_later_written_fact() -> None:
-    group = group_of("SPOUSE")
-    assert group is not None
     verdicts = resolve_timeline(
-        [tf("ex", "EX_SPOUSE", 1, created=5), tf("wed", "SPOUSE", 1, created=1)], group
+        [tf("ex", "EX_SPOUSE", 1, created=5), tf("wed", "SPOUSE", 1, created=1)]
     )
     assert verdicts["wed"].invalidated_by == "ex" and verdicts["ex"].invalid_at is None
 
 
+def test_single_valued_group_ends_the_older_object() -> None:
+    # rule 2: one place of residence, one employer, one daily drink at a time
+    assert ended_by(
+        [
+            tf("pune", "LIVES_IN", 0, target="pune"),
+            tf("mumbai", "MOVED_TO", 5, target="mumbai"),
+            tf("again", "LIVES_IN", 9, target="mumbai"),  # a restatement ends nothing
+            tf("infosys", "WORKS_AT", 1, target="infosys"),
+            tf("google", "WORKS_AT", 6, target="google"),
+            tf("coffee", "DRINKS", 2, target="coffee"),
+            tf("tea", "DRINKS", 3, target="tea"),
+            tf("bob_pune", "LIVES_IN", 0, source="bob", target="pune"),  # another subject
+            tf("likes_x", "LIKES", 1, target="x"),  # preferences hold many objects
+            tf("likes_y", "LIKES", 2, target="y"),
+        ]
+    ) == {
+        "pune": "mumbai",
+        "mumbai": None,
+        "again": None,
+        "infosys": "google",
+        "google": None,
+        "coffee": "tea",
+        "tea": None,
+        "bob_pune": None,
+        "likes_x": None,
+        "likes_y": None,
+    }
+
+
+def test_single_valued_slot_ends_at_the_newer_facts_valid_at() -> None:
+    [verdict] = [
+        v
+        for u, v in resolve_timeline(
+            [tf("pune", "LIVES_IN", 0, target="pune"), tf("mumbai", "LIVES_IN", 4, target="m")]
+        ).items()
+        if u == "pune"
+    ]
+    assert verdict.invalid_at == T1 + timedelta(days=4)
+
+
+def test_an_off_fact_is_not_ended_by_another_object() -> None:
+    # "moved away from Pune" is itself true; only rule 1 (same pair) ends it
+    assert ended_by(
+        [
+            tf("left_pune", "MOVED_FROM", 0, target="pune"),
+            tf("mumbai", "LIVES_IN", 3, target="mumbai"),
+            tf("back", "LIVES_IN", 7, target="pune"),
+        ]
+    ) == {"left_pune": "back", "mumbai": "back", "back": None}
+
+
+def test_objects_named_at_the_same_moment_are_both_true() -> None:
+    assert ended_by(
+        [
+            tf("nike", "USES", 0, created=1, target="nike", category="shoe"),
+            tf("hoka", "USES", 0, created=2, target="hoka", category="shoe"),
+        ]
+    ) == {"nike": None, "hoka": None}
+
+
+def test_usage_is_single_valued_per_category() -> None:
+    assert ended_by(
+        [
+            tf("nike", "USES", 0, target="nike", category="shoe"),
+            tf("kindle", "OWNS", 1, target="kindle", category="e-reader"),
+            tf("hoka", "USES", 2, target="hoka", category="Shoe"),
+            tf("mug", "OWNS", 0, target="mug"),  # no category: never ended by another object
+            tf("pen", "OWNS", 3, target="pen"),
+        ]
+    ) == {"nike": "hoka", "kindle": None, "hoka": None, "mug": None, "pen": None}
+
+
+def test_explicit_endings_end_other_groups_on_the_same_pair() -> None:
+    # rule 3: "switched from Nike" ends liking and using Nike; "avoids coffee" ends drinking
+    # it as well as liking it (rule 1); "stopped tennis" ends playing it
+    assert ended_by(
+        [
+            tf("likes_nike", "LIKES", 0, target="nike"),
+            tf("uses_nike", "USES", 1, target="nike", category="shoe"),
+            tf("likes_hoka", "LIKES", 1, target="hoka"),
+            tf("switched", "SWITCHED_FROM", 4, target="nike"),
+            tf("drinks", "DRINKS", 0, target="coffee"),
+            tf("likes_coffee", "LOVES", 1, target="coffee"),
+            tf("avoids", "AVOIDS", 3, target="coffee"),
+            tf("plays", "PLAYS", 0, target="tennis"),
+            tf("stopped", "STOPPED", 2, target="tennis"),
+        ]
+    ) == {
+        "likes_nike": "switched",
+        "uses_nike": "switched",
+        "likes_hoka": None,
+        "drinks": "avoids",
+        "likes_coffee": "avoids",
+        "avoids": None,
+        "plays": "stopped",
+        "stopped": None,
+    }
+
+
+def test_explicit_endings_do_not_end_off_facts_or_later_facts() -> None:
+    assert ended_by(
+        [
+            tf("stopped_using", "STOPPED_USING", 0, target="nike"),  # off: rule 1 only
+            tf("switched", "SWITCHED_FROM", 2, target="nike"),
+            tf("likes_again", "LIKES", 5, target="nike"),  # said after the switch
+        ]
+    ) == {"stopped_using": None, "likes_again": None}
+
+
+def test_an_explicit_ending_said_at_the_same_moment_wins() -> None:
+    # "I don't drink coffee any more" may yield drinks and avoids from one segment
+    assert ended_by(
+        [tf("avoids", "AVOIDS", 0, created=1), tf("drinks", "DRINKS", 0, created=2)]
+    ) == {"avoids": None, "drinks": "avoids"}
+
+
+def test_llm_synonyms_take_part() -> None:
+    assert ended_by(
+        [tf("infosys", "WORKS_FOR", 0, target="i"), tf("google", "EMPLOYED_BY", 1, target="g")]
+    ) == {"infosys": "google", "google": None}
+
+
+def test_one_object_under_two_nodes_is_the_same_object() -> None:
+    # "Nike" a topic in one session and an organisation in another: still the pair's object
+    assert ended_by(
+        [
+            tf("likes", "LIKES", 0, target="topic-nike", target_name="Nike"),
+            tf("switched", "SWITCHED_FROM", 1, target="org-nike", target_name="nike"),
+            tf("pune", "LIVES_IN", 2, target="place-pune", target_name="Pune"),
+            tf("pune2", "LIVES_IN", 3, target="topic-pune", target_name="pune"),
+        ]
+    ) == {"likes": "switched", "pune": None, "pune2": None}
+
+
+def test_mixed_timeline_is_independent_of_arrival_order() -> None:
+    import itertools
+
+    facts = [
+        tf("pune", "LIVES_IN", 0, target="pune"),
+        tf("mumbai", "MOVED_TO", 3, target="mumbai"),
+        tf("left_mumbai", "MOVED_FROM", 6, target="mumbai"),
+        tf("nike", "USES", 1, target="nike", category="shoe"),
+        tf("switched", "SWITCHED_FROM", 4, target="nike"),
+        tf("hoka", "USES", 4, created=1, target="hoka", category="shoe"),
+    ]
+    expected = {
+        "pune": "mumbai",
+        "mumbai": "left_mumbai",
+        "left_mumbai": None,
+        "nike": "switched",  # both end it at day 4: the first written wins
+        "hoka": None,
+    }
+    for order in itertools.permutations(facts):
+        assert ended_by(list(order)) == expected
+
+
+def test_a_fact_whose_ender_is_gone_is_reinstated() -> None:
+    pune = tf("pune", "LIVES_IN", 0, target="pune")
+    pune.invalid_at, pune.invalidated_by = T1 + timedelta(days=3), "mumbai"
+    # the Mumbai fact was removed (its session re-written without it): Pune is valid again
+    verdicts = resolve_timeline([pune, tf("other", "LIVES_IN", 5, source="bob", target="x")])
+    assert verdicts["pune"].invalid_at is None and verdicts["pune"].invalidated_by is None
+
+
+def test_scope_loads_the_groups_that_can_end_one_another() -> None:
+    residence = scope([("asha", "pune", "LIVES_IN")])
+    assert residence.subjects == ("asha",)
+    assert {"LIVES_IN", "MOVED_TO", "MOVED_FROM", "LIVED_IN", "RESIDES_IN"} <= set(residence.names)
+    assert "LIKES" not in residence.names and residence.symmetric_names == ()
+    # avoids ends drinks and uses; switched_from and stopped end likes: one family
+    having = set(scope([("asha", "coffee", "AVOIDS")]).names)
+    assert {"LIKES", "AVOIDS", "DRINKS", "USES", "STOPPED", "SWITCHED_FROM", "PLAYS"} <= having
+    assert "LIVES_IN" not in having
+    # symmetric pairs: both people's timelines, and the edges pointing at them
+    marriage = scope([("ravi", "asha", "EX_SPOUSE")])
+    assert marriage.subjects == ("asha", "ravi") and "SPOUSE" in marriage.symmetric_names
+    # facts outside the table touch no timeline
+    assert scope([("asha", "ravi", "FRIEND"), ("asha", "x", "PROMISED")]).subjects == ()
+
+
 def test_foreign_invalidation_is_left_alone() -> None:
-    group = group_of("LIKES")
-    assert group is not None
     ended_elsewhere = tf("like", "LIKES", 0)
     ended_elsewhere.invalid_at = T1 + timedelta(days=1)  # set by graphiti's LLM, not by us
-    verdicts = resolve_timeline([ended_elsewhere, tf("avoid", "AVOIDS", 2)], group)
+    verdicts = resolve_timeline([ended_elsewhere, tf("avoid", "AVOIDS", 2)])
     assert "like" not in verdicts
 
 

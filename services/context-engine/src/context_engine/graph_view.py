@@ -116,8 +116,15 @@ async def facts_as_of(
     *,
     subject: str | None,
     limit: int,
+    history: bool = False,
 ) -> list[dict[str, Any]]:
-    return await with_sources(engine, await graph.facts_as_of(as_of, subject, limit=limit))
+    facts = await graph.facts_as_of(as_of, subject, limit=limit, history=history)
+    out = await with_sources(engine, facts)
+    if history:
+        for item, fact in zip(out, facts, strict=True):
+            item["current"] = fact.invalid_at is None or fact.invalid_at > as_of
+            item["ended_by"] = fact.ended_by if not item["current"] else None
+    return out
 
 
 async def search(

@@ -91,7 +91,7 @@ PREDICATES: MappingProxyType[str, Predicate] = MappingProxyType(
                     "doctor",
                     "therapist",
                 )
-            ),  # fmt: skip
+            ),
             _p("pet", noun=True, object_type="topic"),
             # places
             _p("lives_in", object_type="place", group="residence", phrase="lives in"),
@@ -158,7 +158,7 @@ PREDICATES: MappingProxyType[str, Predicate] = MappingProxyType(
                 phrase="stopped",
             ),
             _p("switched_from", ends=_ENDS_HAVING, phrase="switched away from"),
-        )  # fmt: skip
+        )
     }
 )
 
@@ -172,7 +172,9 @@ CATEGORY_SCOPED: frozenset[str] = frozenset({"usage"})
 SYMMETRIC: frozenset[str] = frozenset({"marriage", "partnership"})
 
 # Edge names an LLM (graphiti's add_episode) writes, mapped to ours so both paths end facts the
-# same way. Keys are normalised (snake_case, lower case).
+# same way. Keys are normalised (snake_case, lower case). Names that are ambiguous between a
+# single-valued predicate and something else ("works_in" a city, "joined" a gym, "located_in",
+# "is_a" mother) are left unmapped: a wrong mapping would end a true fact.
 SYNONYMS: MappingProxyType[str, str] = MappingProxyType(
     {
         "married_to": "spouse", "is_married_to": "spouse", "wife": "spouse",
@@ -186,14 +188,14 @@ SYNONYMS: MappingProxyType[str, str] = MappingProxyType(
         "brother_of": "sibling", "friend_of": "friend", "friends_with": "friend",
         "is_friends_with": "friend", "has_friend": "friend",
         "lives": "lives_in", "living_in": "lives_in", "resides_in": "lives_in",
-        "is_living_in": "lives_in", "located_in": "lives_in", "lives_at": "lives_in",
+        "is_living_in": "lives_in", "lives_at": "lives_in",
         "relocated_to": "moved_to", "moves_to": "moved_to", "moving_to": "moved_to",
         "comes_from": "is_from", "born_in": "is_from", "from": "is_from",
         "hometown": "is_from", "works_for": "works_at", "employed_by": "works_at",
-        "employed_at": "works_at", "works_in": "works_at", "joined": "works_at",
+        "employed_at": "works_at",
         "job_at": "works_at", "left": "quit", "quit_job_at": "quit", "resigned_from": "quit",
         "left_job_at": "quit", "has_job_title": "works_as", "job_title": "works_as",
-        "is_a": "works_as", "studies": "studies_at", "student_at": "studies_at",
+        "studies": "studies_at", "student_at": "studies_at",
         "attends": "studies_at", "enrolled_at": "studies_at",
         "like": "likes", "loves": "loves", "love": "loves", "enjoy": "enjoys",
         "prefer": "prefers", "favorite": "likes", "favourite": "likes",

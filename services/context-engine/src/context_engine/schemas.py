@@ -101,6 +101,16 @@ class FactSource(BaseModel):
     spoken_at: datetime | None
 
 
+class FactEnd(BaseModel):
+    """The fact that ended another ("avoids coffee" ended "likes coffee"); uuid, fact and
+    predicate are null when another writer ended it without saying with which fact."""
+
+    uuid: str | None
+    fact: str | None
+    predicate: str | None
+    valid_at: datetime | None
+
+
 class FactOut(BaseModel):
     uuid: str
     subject: str
@@ -116,6 +126,9 @@ class FactOut(BaseModel):
     episodes: list[str]
     attributes: dict[str, Any]
     sources: list[FactSource]
+    # Only with history=true: whether it still held at as_of, and what ended it if not.
+    current: bool | None = None
+    ended_by: FactEnd | None = None
 
 
 class GraphNodeOut(BaseModel):

@@ -114,6 +114,8 @@ class Fact:
     session_ids: list[str] = field(default_factory=list)
     segment_ids: list[str] = field(default_factory=list)
     sources: list[tuple[str, str]] = field(default_factory=list)  # (session_id, segment_id)
+    # With history: the fact that ended this one ({uuid, fact, predicate, valid_at}).
+    ended_by: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)

@@ -3,7 +3,8 @@ graphiti's known failure modes.
 
 1. Cost: one episode per *session* (name `session-{id}`, reference_time = the session's start,
    episode body = "Speaker: text" lines), not per message; extraction prompts get a short
-   vocabulary instruction so relation names match the writer's (LIKES/AVOIDS, SPOUSE...).
+   vocabulary instruction so relation names match the writer's (LIKES/AVOIDS, SPOUSE,
+   LIVES_IN...).
 2. Structured output that small local models break: the client asks for `json_schema` output
    (graphiti's OpenAIGenericClient against any OpenAI-compatible /v1: Ollama, llama-server,
    vLLM), validates every answer against graphiti's response model, and turns any failure
@@ -23,6 +24,12 @@ graphiti's known failure modes.
 A session has one episode: an earlier episode of the same session (from either path) is
 removed once the new one is in (KnowledgeGraph.add_episode), so a failing LLM leaves the graph
 as it was; facts the new episode restated are kept for it.
+
+After add_episode, the episode's edge names are mapped to our vocabulary (`normalise_edge_names`:
+WORKS_FOR → WORKS_AT, the model's name kept in `original_name`) and the no-LLM writer's
+supersession runs over the subjects they touched (KnowledgeGraph.add_episode), so both paths
+end facts by the same rules (supersede.py), across objects too ("lives in Mumbai" ends "lives
+in Pune"), which graphiti's pair-scoped invalidation above never does.
 """
 
 from __future__ import annotations
@@ -53,10 +60,14 @@ from context_engine.graph.base import (
     SessionEpisode,
 )
 from context_engine.graph.driver import run, unavailable_errors
+from context_engine.graph.facts import edge_name
 from context_engine.graph.query import at_or_before
 from context_engine.graph.store import session_episode_name, session_of_episode_name, utc
+from context_engine.predicates import PREDICATES
 
 if TYPE_CHECKING:
+    from graphiti_core.driver.driver import GraphDriver
+
     from context_engine.config import Settings
 
 # --- what graphiti is asked to extract ---
@@ -90,11 +101,17 @@ ENTITY_TYPES: dict[str, type[BaseModel]] = {
     "Topic": Topic,
 }
 
+# The relations whose facts end one another (predicates.py): the model is asked for these
+# names; others it writes are mapped after the episode (normalise_edge_names).
+_TIMELINE_NAMES = ", ".join(
+    p.name.upper() for p in PREDICATES.values() if p.group is not None or p.ends
+)
 EXTRACTION_INSTRUCTIONS = (
     "The episode is a transcript: each line is 'Speaker: words'. 'I', 'me' and 'my' in a "
     "line refer to that line's speaker. Name relations in SCREAMING_SNAKE_CASE; use LIKES or "
     "AVOIDS for preferences, SPOUSE or EX_SPOUSE for marriage, PARTNER or EX_PARTNER for "
-    "romantic partners, and a relative's role (SIBLING, PARENT, CHILD...) for family."
+    "romantic partners, and a relative's role (SIBLING, PARENT, CHILD...) for family. Where "
+    f"one of these fits, use it: {_TIMELINE_NAMES}."
 )
 
 # --- guard 4: invalidation only between the same two entities ---
@@ -419,7 +436,7 @@ async def _invalidations(
             InvalidatedFact(
                 fact_uuid=edge.uuid,
                 fact=edge.fact,
-                predicate=edge.name,
+                predicate=edge_name(edge.name),
                 subject=names.get(edge.source_node_uuid, ""),
                 object=names.get(edge.target_node_uuid, ""),
                 invalid_at=utc(when),
@@ -440,3 +457,36 @@ async def _session_of(graphiti: HerGraphiti, episode_uuid: str) -> str:
         graphiti.driver, "MATCH (e:Episodic {uuid: $uuid}) RETURN e.name AS name", uuid=episode_uuid
     )
     return (session_of_episode_name(rows[0].get("name")) if rows else None) or ""
+
+
+async def normalise_edge_names(
+    driver: GraphDriver, group_id: str, episode_uuid: str
+) -> list[tuple[str, str, str]]:
+    """Rename the episode's edges to our vocabulary (predicates.normalise, upper-case as the
+    writer's: WORKS_FOR → WORKS_AT, lives_in → LIVES_IN), keeping the model's name in
+    `original_name`. Returns the episode's facts as (source uuid, target uuid, edge name), for
+    supersession."""
+    rows = await run(
+        driver,
+        "MATCH (s:Entity)-[e:RELATES_TO]->(t:Entity) "
+        "WHERE e.group_id = $group_id AND $episode IN e.episodes "
+        "RETURN e.uuid AS uuid, e.name AS name, s.uuid AS source, t.uuid AS target",
+        group_id=group_id,
+        episode=episode_uuid,
+    )
+    renames = [
+        {"uuid": r["uuid"], "name": edge_name(r["name"] or ""), "original": r["name"]}
+        for r in rows
+        if edge_name(r["name"] or "") != r["name"]
+    ]
+    if renames:
+        await run(
+            driver,
+            """
+            UNWIND $rows AS row
+            MATCH (:Entity)-[e:RELATES_TO {uuid: row.uuid}]->(:Entity)
+            SET e.name = row.name, e.original_name = coalesce(e.original_name, row.original)
+            """,
+            rows=renames,
+        )
+    return [(r["source"], r["target"], edge_name(r["name"] or "")) for r in rows]

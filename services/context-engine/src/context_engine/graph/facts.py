@@ -1,34 +1,30 @@
-"""The no-LLM writer's vocabulary: predicates, graphiti edge names, readable fact sentences,
-node types and deterministic uuids.
+"""The writer's vocabulary: predicates, graphiti edge names, readable fact sentences, node
+types and deterministic uuids. The predicates themselves are in context_engine/predicates.py.
 
-- A relation's predicate is normalised to snake_case ("ex spouse" → "ex_spouse"); its graphiti
-  edge name is the upper-case form ("EX_SPOUSE"), graphiti's own style.
+- A relation's predicate is normalised to ours: snake_case ("ex spouse" → "ex_spouse"), an
+  LLM's synonym mapped ("WORKS_FOR" → "works_at"); its graphiti edge name is the upper-case
+  form ("EX_SPOUSE"), graphiti's own style.
 - Kinship and role predicates are nouns: (Asha, spouse, Priya) reads "Asha's spouse is Priya";
-  any other predicate is a verb phrase: (Asha, likes, coffee) reads "Asha likes coffee".
-- A relation end that is not among the extracted entities gets a node of its own: a person for
-  noun predicates, a "topic" otherwise ("coffee").
+  any other predicate is a verb phrase, in its own words where it has them: (Asha, likes,
+  coffee) reads "Asha likes coffee", (Asha, lives_in, Pune) "Asha lives in Pune".
+- A relation end that is not among the extracted entities gets a node of the predicate's
+  object type: a person for kinship, a place for lives_in, an organisation for works_at, a
+  "topic" otherwise ("coffee").
 - Commitments and other things a speaker says (promise, decision, question, habit, emotion) are
   nodes linked from their speaker: PROMISED, DECIDED, ASKED, HAS_HABIT, FELT.
 """
 
 from __future__ import annotations
 
-import re
 import uuid
 
+from context_engine import predicates
 from context_engine.extract.schema import canonical_name
 
 # uuid5 namespace of every id the writer derives (fixed forever: ids must not change).
 NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://her-os.local/graph")
 
-NOUN_PREDICATES = frozenset(
-    {
-        "spouse", "ex_spouse", "partner", "ex_partner", "sibling", "parent", "child", "friend",
-        "colleague", "boss", "roommate", "neighbor", "cousin", "uncle", "aunt", "grandparent",
-        "doctor", "therapist",
-    }
-)  # fmt: skip
-_NOUN_WORDS = {"ex_spouse": "ex-spouse", "ex_partner": "ex-partner"}
+NOUN_PREDICATES = frozenset(p.name for p in predicates.PREDICATES.values() if p.noun)
 
 # Words that are not names: a relation whose end is one of these was not resolved to a person
 # by the extractor ("her brother Arjun" → (her, sibling, Arjun)) and is not written.
@@ -55,12 +51,11 @@ TYPE_PRIORITY = (
     "question", "emotion",
 )  # fmt: skip
 
-_SNAKE = re.compile(r"[^0-9a-z]+")
-
 
 def normalise_predicate(predicate: str) -> str:
-    """snake_case: "Ex Spouse" / "ex-spouse" → "ex_spouse"."""
-    return _SNAKE.sub("_", predicate.strip().casefold()).strip("_") or "related_to"
+    """Our predicate: snake_case ("Ex Spouse" / "ex-spouse" → "ex_spouse"), an LLM's synonym
+    mapped ("WORKS_FOR" → "works_at"); an unknown one stays, in snake_case."""
+    return predicates.normalise(predicate)
 
 
 def edge_name(predicate: str) -> str:
@@ -75,14 +70,17 @@ def predicate_of(name: str) -> str:
 
 def fact_sentence(subject: str, predicate: str, obj: str) -> str:
     p = normalise_predicate(predicate)
-    if p in NOUN_PREDICATES:
-        return f"{subject}'s {_NOUN_WORDS.get(p, p.replace('_', ' '))} is {obj}"
-    return f"{subject} {p.replace('_', ' ')} {obj}"
+    known = predicates.PREDICATES.get(p)
+    words = known.phrase if known is not None and known.phrase else p.replace("_", " ")
+    if known is not None and known.noun:
+        return f"{subject}'s {words} is {obj}"
+    return f"{subject} {words} {obj}"
 
 
 def object_type(predicate: str) -> str:
     """The node type of a relation's object that is not an extracted entity."""
-    return "person" if normalise_predicate(predicate) in NOUN_PREDICATES else "topic"
+    known = predicates.spec(predicate)
+    return known.object_type if known is not None else "topic"
 
 
 def label_of(entity_type: str) -> str:

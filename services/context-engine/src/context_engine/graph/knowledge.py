@@ -8,7 +8,7 @@
     await graph.close()
 
 Writes (write_extraction, add_episode, forget_session) run one at a time per KnowledgeGraph:
-supersession reads a pair's timeline and then writes it, which must not interleave.
+supersession reads a subject's timelines and then writes them, which must not interleave.
 """
 
 from __future__ import annotations
@@ -29,10 +29,15 @@ from context_engine.graph.base import (
     SessionEpisode,
 )
 from context_engine.graph.driver import build_driver, run, unavailable_errors, validate_settings
-from context_engine.graph.episodes import HerGraphiti, add_session_episode, make_llm_client
+from context_engine.graph.episodes import (
+    HerGraphiti,
+    add_session_episode,
+    make_llm_client,
+    normalise_edge_names,
+)
 from context_engine.graph.query import GraphQueries
 from context_engine.graph.store import all_session_episodes, forget_text, session_episodes
-from context_engine.graph.writer import GraphWriter
+from context_engine.graph.writer import GraphWriter, merge_writes
 from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
@@ -166,7 +171,9 @@ class KnowledgeGraph:
 
     async def add_episode(self, episode: SessionEpisode) -> GraphWrite:
         """The LLM path (episodes.py): graphiti's add_episode for the session, replacing any
-        earlier episode of it (from either path). Raises GraphLLMError when the LLM fails
+        earlier episode of it (from either path); then its edge names mapped to our
+        vocabulary and the writer's supersession run over the subjects it touched, so the
+        current truth is the same as without an LLM. Raises GraphLLMError when the LLM fails
         (retryable; the graph is left as it was)."""
         writer, _ = self._ready()
         if not self.settings.llm_base_url:  # before anything of the session is touched
@@ -184,10 +191,14 @@ class KnowledgeGraph:
             result = await add_session_episode(
                 self.graphiti, self.group_id, episode, replacing=earlier
             )
+            touched = (
+                await normalise_edge_names(self.graphiti.driver, self.group_id, result.episode_uuid)
+                if result.episode_uuid
+                else []
+            )
             removed = await writer.replace_session_episodes(
                 episode.session_id, keep=result.episode_uuid or None
             )
-            result.reinstated = removed.reinstated + result.reinstated
             if earlier and result.invalidated:  # facts of the earlier episode are gone
                 alive = {
                     r["uuid"]
@@ -198,6 +209,9 @@ class KnowledgeGraph:
                     )
                 }
                 result.invalidated = [f for f in result.invalidated if f.fact_uuid in alive]
+            merge_writes(result, removed)
+            if touched:
+                merge_writes(result, await writer.supersede_facts(touched))
             return result
 
     async def forget_session(self, session_id: str) -> GraphWrite:
@@ -249,6 +263,7 @@ class KnowledgeGraph:
         limit: int = 100,
         collapse: bool = True,
         entity_uuids: Sequence[str] | None = None,
+        history: bool = False,
     ) -> list[Fact]:
         return await self._ready()[1].facts_as_of(
             as_of,
@@ -258,6 +273,7 @@ class KnowledgeGraph:
             limit=limit,
             collapse=collapse,
             entity_uuids=entity_uuids,
+            history=history,
         )
 
     async def search(

@@ -263,10 +263,13 @@ class GraphQueries:
         limit: int = 100,
         collapse: bool = True,
         entity_uuids: Sequence[str] | None = None,
+        history: bool = False,
     ) -> list[Fact]:
         """What was true at `as_of` (see the module docstring), most recent first.
         `subject`: facts whose subject is called that; `entity_uuid` / `entity_uuids`: facts
-        on either side of that node / of any of those nodes (one query for several)."""
+        on either side of that node / of any of those nodes (one query for several).
+        `history`: also the facts that had ended by `as_of`, each with the fact that ended it
+        (`Fact.ended_by`)."""
         where = [
             "e.group_id = $group_id",
             "coalesce(e.valid_at, e.reference_time) IS NOT NULL",
@@ -274,7 +277,9 @@ class GraphQueries:
             "coalesce(e.valid_at, e.reference_time) <= $as_of",
         ]
         params: dict[str, Any] = {"group_id": self.group_id, "as_of": utc(as_of)}
-        if known_at is None:
+        if history:
+            pass  # every fact said by as_of, ended or not
+        elif known_at is None:
             where.append("(e.invalid_at IS NULL OR e.invalid_at > $as_of)")
         else:
             where.append(at_or_before("e.created_at", "$known_at"))
@@ -306,7 +311,42 @@ class GraphQueries:
         facts = await self._facts(rows)
         if collapse:
             facts = collapse_restatements(facts)
-        return facts[:limit]
+        facts = facts[:limit]
+        if history:
+            await self._ended_by(facts)
+        return facts
+
+    async def _ended_by(self, facts: list[Fact]) -> None:
+        """Set `ended_by` of each ended fact: the fact that ended it (uuid, text, since when),
+        or only the time when another writer (graphiti's LLM) ended it without saying how."""
+        enders = sorted(
+            {
+                str(f.attributes["invalidated_by"])
+                for f in facts
+                if f.invalid_at is not None and f.attributes.get("invalidated_by")
+            }
+        )
+        found: dict[str, dict[str, Any]] = {}
+        if enders:
+            rows = await run(
+                self.driver,
+                "MATCH ()-[e:RELATES_TO]->() WHERE e.uuid IN $uuids RETURN e.uuid AS uuid, "
+                "e.fact AS fact, e.name AS name, "
+                "coalesce(e.valid_at, e.reference_time) AS valid_at",
+                uuids=enders,
+            )
+            found = {r["uuid"]: r for r in rows}
+        for f in facts:
+            if f.invalid_at is None:
+                continue
+            by = str(f.attributes.get("invalidated_by") or "")
+            row = found.get(by)
+            f.ended_by = {
+                "uuid": by or None,
+                "fact": row.get("fact") if row else None,
+                "predicate": row.get("name") if row else None,
+                "valid_at": to_datetime(row.get("valid_at")) if row else f.invalid_at,
+            }
 
     async def search(
         self, query: str, limit: int = 10, as_of: datetime | None = None

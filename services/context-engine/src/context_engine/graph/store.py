@@ -71,11 +71,25 @@ async def all_session_episodes(driver: GraphDriver, group_id: str) -> dict[str, 
     return out
 
 
-async def remove_episode(driver: GraphDriver, group_id: str, episode_uuid: str) -> None:
+async def remove_episode(
+    driver: GraphDriver, group_id: str, episode_uuid: str
+) -> list[tuple[str, str, str]]:
     """Remove an episode: the facts only it stated, the episode, and the nodes nothing refers
     to any more. Unlike graphiti's `remove_episode`, a fact that later episodes restated (they
     are in its `episodes` list) is kept for them, with this episode dropped from the list, so
-    no fact points at a missing episode and no other session loses a fact."""
+    no fact points at a missing episode and no other session loses a fact. Returns the
+    deleted facts as (source uuid, target uuid, edge name): the facts they had ended may be
+    valid again (the caller recomputes those timelines)."""
+    deleted = await run(
+        driver,
+        """
+        MATCH (s:Entity)-[e:RELATES_TO]->(t:Entity)
+        WHERE e.group_id = $group_id AND e.episodes = [$episode]
+        RETURN s.uuid AS source, t.uuid AS target, e.name AS name
+        """,
+        group_id=group_id,
+        episode=episode_uuid,
+    )
     await run(
         driver,
         """
@@ -107,6 +121,7 @@ async def remove_episode(driver: GraphDriver, group_id: str, episode_uuid: str) 
         episode=episode_uuid,
     )
     await delete_orphans(driver, [r["uuid"] for r in mentioned])
+    return [(r["source"], r["target"], r["name"]) for r in deleted]
 
 
 async def delete_orphans(driver: GraphDriver, node_uuids: list[str]) -> None:

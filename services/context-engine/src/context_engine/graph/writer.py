@@ -13,12 +13,15 @@ one graph whichever path wrote it:
   while "Priya"/"Priya Sharma" score 0.93 and "Mumbai"/"Bombay" 0.94, so no threshold separates
   same from different; a wrong merge mixes two people's facts, a missed one only splits them;
 - `MENTIONS` from the episode to every node it wrote;
-- each relation is a `RELATES_TO` edge named after its predicate ("SPOUSE", "LIKES"), with a
-  readable `fact` ("Asha's spouse is Priya"), valid_at = when its segment was spoken,
-  episodes = [the session's episode], attributes session_id, segment_id, confidence, evidence,
-  extractor, and the fact's embedding. Its uuid is uuid5 of (source, name, target, session):
-  re-writing a session never duplicates, and the same fact said in two sessions is two edges,
-  each with its own time and segment (queries collapse restatements);
+- each relation is a `RELATES_TO` edge named after its predicate ("SPOUSE", "LIVES_IN"), with
+  a readable `fact` ("Asha's spouse is Priya"), valid_at = when its segment was spoken, or the
+  earlier time its words named (the relation's `valid_from`: "since March"), episodes = [the
+  session's episode], attributes session_id, segment_id, confidence, evidence, extractor, the
+  relation's category, when, valid_from and source where it has them, and the fact's
+  embedding. Its uuid is uuid5 of (source, name, target, session): re-writing a session never
+  duplicates, and the same fact said in two sessions is two edges, each with its own time and
+  segment (queries collapse restatements); said twice in one session, the first saying is
+  kept (with the best confidence of both);
 - what a speaker says rather than mentions (promise, decision, question, habit, emotion) is a
   node linked from the speaker: PROMISED, DECIDED, ASKED, HAS_HABIT, FELT (facts.py).
 
@@ -34,8 +37,9 @@ that a write that stops half-way is completed by running it again.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
 from context_engine.extract.base import Extraction
@@ -48,19 +52,17 @@ from context_engine.graph.store import (
     remove_episode,
     session_episode_name,
     session_episodes,
+    session_of_episode_name,
     to_datetime,
     utc,
 )
 from context_engine.graph.supersede import (
-    ExclusiveGroup,
-    PairKey,
     TimelineFact,
     Verdict,
     changed,
-    facts_in,
-    group_of,
-    pair_key,
+    in_timeline,
     resolve_timeline,
+    scope,
 )
 
 if TYPE_CHECKING:
@@ -72,6 +74,33 @@ if TYPE_CHECKING:
 _SENSITIVITY = {"open": 0, "private": 1, "sensitive": 2}
 _NODE_CORE = {"uuid", "name", "group_id", "summary", "created_at", "name_embedding", "labels"}
 EVIDENCE_MAX = 500
+# Relation properties kept as edge attributes (ExtractedRelation.properties).
+EDGE_PROPERTIES = ("category", "when", "valid_from", "source")
+
+
+def parse_valid_from(value: Any) -> datetime | None:
+    """A relation's `valid_from` (ISO date or datetime) as aware UTC; a date is its midnight
+    UTC, a naive datetime is taken as UTC. None when absent or unreadable."""
+    if isinstance(value, datetime):
+        return utc(value)
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day, tzinfo=UTC)
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        return utc(datetime.fromisoformat(value.strip()))
+    except ValueError:
+        return None
+
+
+def edge_properties(properties: Mapping[str, Any]) -> dict[str, str]:
+    """The properties a relation's edge keeps: the EDGE_PROPERTIES that are non-empty text."""
+    out = {}
+    for key in EDGE_PROPERTIES:
+        value = properties.get(key)
+        if isinstance(value, str) and value.strip():
+            out[key] = value.strip()
+    return out
 
 
 @dataclass(slots=True)
@@ -93,6 +122,8 @@ class PlannedEdge:
     segment_id: str | None
     confidence: float
     evidence: str
+    spoken_at: datetime  # when it was said (valid_at may be earlier: its valid_from)
+    properties: dict[str, str] = field(default_factory=dict)  # edge_properties()
     # filled from the graph and the supersession step
     created_at: datetime | None = None
     episodes: list[str] = field(default_factory=list)
@@ -136,7 +167,7 @@ def plan_session(group_id: str, episode: SessionEpisode, extraction: Extraction)
             return min(known, key=lambda n: rank.get(n.type, len(rank)))
         return add_node(default_type, name)
 
-    def valid_at(segment_id: str | None) -> datetime:
+    def spoken_at(segment_id: str | None) -> datetime:
         spoken = episode.spoken_at.get(segment_id) if segment_id else None
         return utc(spoken or episode.started_at)
 
@@ -148,20 +179,26 @@ def plan_session(group_id: str, episode: SessionEpisode, extraction: Extraction)
         segment_id: str | None,
         confidence: float,
         evidence: str,
+        properties: Mapping[str, Any] | None = None,
     ) -> None:
         if source.uuid == target.uuid:
             return
         uuid = vocab.relation_uuid(group_id, source.uuid, name, target.uuid, episode.session_id)
-        when = valid_at(segment_id)
+        spoken = spoken_at(segment_id)
+        kept = edge_properties(properties or {})
+        # True from when its words say ("since March"), never from after it was said.
+        start = parse_valid_from(kept.get("valid_from"))
+        valid_at = start if start is not None and start <= spoken else spoken
         old = plan.edges.get(uuid)
-        if old is not None:  # said twice in one session: the first time, the best confidence
+        if old is not None:  # said twice in one session: the first saying, the best confidence
             old.confidence = max(old.confidence, confidence)
-            if when < old.valid_at:
-                old.valid_at, old.segment_id, old.evidence = when, segment_id, evidence
+            if spoken < old.spoken_at:
+                old.valid_at, old.spoken_at, old.segment_id = valid_at, spoken, segment_id
+                old.evidence, old.properties = evidence[:EVIDENCE_MAX], kept
             return
         plan.edges[uuid] = PlannedEdge(
-            uuid, source, target, name, template, when, segment_id, confidence,
-            evidence[:EVIDENCE_MAX],
+            uuid, source, target, name, template, valid_at, segment_id, confidence,
+            evidence[:EVIDENCE_MAX], spoken, kept,
         )  # fmt: skip
 
     entity_nodes = [
@@ -191,7 +228,7 @@ def plan_session(group_id: str, episode: SessionEpisode, extraction: Extraction)
         template = vocab.fact_sentence("{s}", predicate, "{o}")
         add_edge(
             source, target, vocab.edge_name(predicate), template, rel.segment_id,
-            rel.confidence, rel.evidence,
+            rel.confidence, rel.evidence, rel.properties,
         )  # fmt: skip
     return plan
 
@@ -227,22 +264,39 @@ _EDGE_RETURN = """
     s.uuid AS source_uuid, t.uuid AS target_uuid, s.name AS source_name, t.name AS target_name,
     e.created_at AS created_at, e.valid_at AS valid_at, e.invalid_at AS invalid_at,
     e.expired_at AS expired_at, e.invalidated_by AS invalidated_by,
-    e.session_id AS session_id, e.segment_id AS segment_id
+    e.session_id AS session_id, e.segment_id AS segment_id, e.category AS category,
+    e.reference_time AS reference_time
 """
 
 
 def _timeline_fact(row: dict[str, Any]) -> TimelineFact:
+    category = row.get("category")
     return TimelineFact(
         uuid=row["uuid"],
         source_uuid=row["source_uuid"],
         target_uuid=row["target_uuid"],
         name=row["name"],
-        valid_at=to_datetime(row.get("valid_at")),
+        # graphiti's LLM path may leave valid_at empty: the fact holds from its episode's time
+        # (as query.facts_as_of reads it)
+        valid_at=to_datetime(row.get("valid_at")) or to_datetime(row.get("reference_time")),
         created_at=to_datetime(row.get("created_at")) or datetime.min.replace(tzinfo=UTC),
         invalid_at=to_datetime(row.get("invalid_at")),
         invalidated_by=row.get("invalidated_by"),
         session_id=row.get("session_id") or "",
+        category=category if isinstance(category, str) else None,
+        source_name=row.get("source_name") or "",
+        target_name=row.get("target_name") or "",
     )
+
+
+def merge_writes(into: GraphWrite, later: GraphWrite) -> None:
+    """Add a later supersession pass's changes to `into`: a fact's last change wins (a fact
+    reinstated, then ended again by another fact, is reported ended only)."""
+    ended = {f.fact_uuid for f in later.invalidated}
+    again = set(later.reinstated)
+    into.invalidated = [f for f in into.invalidated if f.fact_uuid not in again | ended]
+    into.invalidated += later.invalidated
+    into.reinstated = [u for u in into.reinstated if u not in ended | again] + later.reinstated
 
 
 class GraphWriter:
@@ -298,23 +352,33 @@ class GraphWriter:
             {r["uuid"]: r["node"] for r in mentions},
         )
 
-    async def _load_pair(self, key: PairKey, group: ExclusiveGroup) -> list[dict[str, Any]]:
-        _, a, b = key
-        where = (
-            "((s.uuid = $a AND t.uuid = $b) OR (s.uuid = $b AND t.uuid = $a))"
-            if group.symmetric
-            else "(s.uuid = $a AND t.uuid = $b)"
-        )
-        return await run(
+    async def _load_timelines(
+        self, facts: Iterable[tuple[str, str, str]]
+    ) -> dict[str, dict[str, Any]]:
+        """Every fact of the subjects of these (source, target, edge name) facts that can end
+        or be ended with theirs (supersede.scope), by uuid."""
+        wanted = scope(facts)
+        if not wanted.subjects:
+            return {}
+        where = "e.group_id = $group_id AND e.name IN $names"
+        rows = await run(
             self.driver,
             "MATCH (s:Entity)-[e:RELATES_TO]->(t:Entity) "
-            f"WHERE e.group_id = $group_id AND e.name IN $names AND {where} "
-            f"RETURN {_EDGE_RETURN}",
+            f"WHERE s.uuid IN $subjects AND {where} RETURN {_EDGE_RETURN}",
             group_id=self.group_id,
-            names=group.edge_names,
-            a=a,
-            b=b,
+            names=list(wanted.names),
+            subjects=list(wanted.subjects),
         )
+        if wanted.symmetric_names:  # the other direction of a symmetric pair
+            rows += await run(
+                self.driver,
+                "MATCH (s:Entity)-[e:RELATES_TO]->(t:Entity) "
+                f"WHERE t.uuid IN $subjects AND {where} RETURN {_EDGE_RETURN}",
+                group_id=self.group_id,
+                names=list(wanted.symmetric_names),
+                subjects=list(wanted.subjects),
+            )
+        return {r["uuid"]: r for r in rows}
 
     # --- writing ---
 
@@ -324,7 +388,7 @@ class GraphWriter:
         now = datetime.now(UTC)
         plan = plan_session(self.group_id, episode, extraction)
         # graphiti's LLM path may have written this session before: one episode per session
-        await self.replace_session_episodes(episode.session_id, keep=plan.episode_uuid)
+        replaced = await self.replace_session_episodes(episode.session_id, keep=plan.episode_uuid)
         existing = await self._load(plan)
         self._merge_nodes(plan, existing)
         for uuid, edge in plan.edges.items():
@@ -341,12 +405,15 @@ class GraphWriter:
                     edge.fact_embedding = list(old["fact_embedding"])
         stale = {u: r for u, r in existing.edges.items() if u not in plan.edges}
         dropped = {u: r for u, r in stale.items() if _only_in(r, plan.episode_uuid)}
-        result = GraphWrite(plan.episode_uuid, nodes=len(plan.nodes), edges=len(plan.edges))
-        updates = await self._supersede(plan, dropped, now, result, episode.session_id)
+        written = GraphWrite(plan.episode_uuid, nodes=len(plan.nodes), edges=len(plan.edges))
+        updates = await self._supersede(plan, dropped, now, written, episode.session_id)
         embeddings = await self._embed(plan, existing)
         await self._save(plan, episode, extractor_label, existing, embeddings, now)
         await self._apply(updates)
         await self._remove_stale(plan, existing, stale, dropped)
+        result = GraphWrite(plan.episode_uuid, nodes=len(plan.nodes), edges=len(plan.edges))
+        result.invalidated, result.reinstated = replaced.invalidated, replaced.reinstated
+        merge_writes(result, written)
         return result
 
     async def forget(self, session_id: str) -> GraphWrite:
@@ -356,17 +423,21 @@ class GraphWriter:
 
     async def replace_session_episodes(self, session_id: str, keep: str | None) -> GraphWrite:
         """Remove every episode of the session but `keep` (this writer's own episode with
-        supersession undone where it ended facts; graphiti's as store.remove_episode does).
-        Returns the facts made valid again in `reinstated`."""
+        supersession undone where it ended facts; graphiti's as store.remove_episode does,
+        then the timelines of the removed facts' subjects recomputed). Returns the facts made
+        valid again in `reinstated` (and any the recomputation ended in `invalidated`)."""
         own = vocab.episode_uuid(self.group_id, session_id)
         result = GraphWrite(keep or "")
+        removed: list[tuple[str, str, str]] = []
         for uuid in await session_episodes(self.driver, self.group_id, session_id):
             if uuid == keep:
                 continue
             if uuid == own:
                 await self._remove_own_episode(session_id, result)
             else:
-                await remove_episode(self.driver, self.group_id, uuid)
+                removed += await remove_episode(self.driver, self.group_id, uuid)
+        if removed:
+            merge_writes(result, await self.supersede_facts(removed))
         return result
 
     async def _remove_own_episode(self, session_id: str, result: GraphWrite) -> None:
@@ -415,83 +486,136 @@ class GraphWriter:
         result: GraphWrite,
         session_id: str,
     ) -> list[dict[str, Any]]:
-        """Recompute the timelines this write touches (supersede.py); set the planned facts'
-        invalid_at and return the updates of facts already in the graph."""
-        keys: dict[PairKey, ExclusiveGroup] = {}
+        """Recompute the timelines this write touches (supersede.py): those of the subjects of
+        its facts and of the `stale` facts it removes. Sets the planned facts' invalid_at and
+        returns the updates of facts already in the graph."""
+        planned: dict[str, TimelineFact] = {}
         for edge in plan.edges.values():
-            group = group_of(edge.name)
-            if group is not None:
-                keys[pair_key(group, edge.source.uuid, edge.target.uuid)] = group
-        for row in stale.values():
-            group = group_of(row["name"])
-            if group is not None:
-                keys[pair_key(group, row["source_uuid"], row["target_uuid"])] = group
+            if in_timeline(edge.name):
+                assert edge.created_at is not None
+                planned[edge.uuid] = TimelineFact(
+                    edge.uuid, edge.source.uuid, edge.target.uuid, edge.name, edge.valid_at,
+                    edge.created_at, edge.invalid_at, edge.invalidated_by, session_id,
+                    edge.properties.get("category"), edge.source.name, edge.target.name,
+                )  # fmt: skip
+        touched = [(f.source_uuid, f.target_uuid, f.name) for f in planned.values()]
+        touched += [(r["source_uuid"], r["target_uuid"], r["name"]) for r in stale.values()]
+        return await self._resolve(touched, planned, set(stale), plan, now, result)
+
+    async def supersede_facts(self, facts: Iterable[tuple[str, str, str]]) -> GraphWrite:
+        """Recompute and store the timelines of the subjects of these facts, each (source
+        uuid, target uuid, edge name): after graphiti's add_episode wrote them, or after facts
+        were removed (the facts they had ended become valid again)."""
+        result = GraphWrite("")
+        await self._apply(
+            await self._resolve(list(facts), {}, set(), None, datetime.now(UTC), result)
+        )
+        return result
+
+    async def _resolve(
+        self,
+        touched: list[tuple[str, str, str]],
+        planned: dict[str, TimelineFact],
+        removed: set[str],
+        plan: SessionPlan | None,
+        now: datetime,
+        result: GraphWrite,
+    ) -> list[dict[str, Any]]:
+        """The timelines of the touched facts' subjects: stored facts but `removed`, with the
+        `planned` ones (not stored yet) in place of their stored versions. Verdicts on planned
+        facts are set on `plan`; the others are returned as updates. Changes go to `result`."""
+        rows = {u: r for u, r in (await self._load_timelines(touched)).items() if u not in removed}
+        timeline = {u: _timeline_fact(r) for u, r in rows.items()}
+        timeline.update(planned)
+        changes = [
+            (timeline[uuid], verdict)
+            for uuid, verdict in resolve_timeline(timeline.values()).items()
+            if changed(timeline[uuid], verdict)
+        ]
+        sessions = await self._sessions_of(changes, timeline, rows)
         updates: list[dict[str, Any]] = []
-        for key, group in keys.items():
-            rows = {r["uuid"]: r for r in await self._load_pair(key, group)}
-            timeline = {u: _timeline_fact(r) for u, r in rows.items() if u not in stale}
-            names = {r["source_uuid"]: r["source_name"] for r in rows.values()}
-            names.update({r["target_uuid"]: r["target_name"] for r in rows.values()})
-            for edge in plan.edges.values():
-                if (
-                    group_of(edge.name) is group
-                    and pair_key(group, edge.source.uuid, edge.target.uuid) == key
-                ):
-                    assert edge.created_at is not None
-                    timeline[edge.uuid] = TimelineFact(
-                        edge.uuid, edge.source.uuid, edge.target.uuid, edge.name, edge.valid_at,
-                        edge.created_at, edge.invalid_at, edge.invalidated_by, session_id,
-                    )  # fmt: skip
-                    names[edge.source.uuid] = edge.source.name
-                    names[edge.target.uuid] = edge.target.name
-            facts = facts_in(list(timeline.values()), key, group)
-            for uuid, verdict in resolve_timeline(facts, group).items():
-                fact = timeline[uuid]
-                if not changed(fact, verdict):
-                    continue
-                expired_at = now if verdict.invalid_at is not None else None
-                planned = plan.edges.get(uuid)
-                if planned is not None:
-                    planned.invalid_at = verdict.invalid_at
-                    planned.invalidated_by = verdict.invalidated_by
-                    planned.expired_at = expired_at
-                    text, segment = planned.fact, planned.segment_id
-                else:
-                    updates.append(
-                        {
-                            "uuid": uuid,
-                            "invalid_at": verdict.invalid_at,
-                            "expired_at": expired_at,
-                            "invalidated_by": verdict.invalidated_by,
-                        }
-                    )
-                    text, segment = rows[uuid]["fact"], rows[uuid].get("segment_id")
-                if verdict.invalid_at is None:
-                    result.reinstated.append(uuid)
-                else:
-                    result.invalidated.append(
-                        self._invalidated(fact, verdict, text, segment, names)
-                    )
+        for fact, verdict in changes:
+            expired_at = now if verdict.invalid_at is not None else None
+            edge = plan.edges.get(fact.uuid) if plan is not None else None
+            if edge is not None:
+                edge.invalid_at = verdict.invalid_at
+                edge.invalidated_by = verdict.invalidated_by
+                edge.expired_at = expired_at
+                text, segment = edge.fact, edge.segment_id
+            else:
+                updates.append(
+                    {
+                        "uuid": fact.uuid,
+                        "invalid_at": verdict.invalid_at,
+                        "expired_at": expired_at,
+                        "invalidated_by": verdict.invalidated_by,
+                    }
+                )
+                text, segment = rows[fact.uuid].get("fact") or "", rows[fact.uuid].get("segment_id")
+            if verdict.invalid_at is None:
+                result.reinstated.append(fact.uuid)
+            else:
+                result.invalidated.append(self._invalidated(fact, verdict, text, segment, sessions))
         return updates
+
+    async def _sessions_of(
+        self,
+        changes: list[tuple[TimelineFact, Verdict]],
+        timeline: dict[str, TimelineFact],
+        rows: dict[str, dict[str, Any]],
+    ) -> dict[str, str]:
+        """Fact uuid → the session that said it, for the facts of these changes and the facts
+        that ended them. Facts of graphiti's LLM path have no session_id: their first
+        episode's session."""
+        sessions: dict[str, str] = {}
+        episode_of: dict[str, str] = {}
+        for fact, verdict in changes:
+            for uuid in (fact.uuid, verdict.invalidated_by):
+                known = timeline.get(uuid) if uuid else None
+                if known is None or uuid is None:
+                    continue
+                if known.session_id:
+                    sessions[uuid] = known.session_id
+                elif episodes := (rows.get(uuid) or {}).get("episodes"):
+                    episode_of[uuid] = episodes[0]
+        if episode_of:
+            names = {
+                r["uuid"]: r.get("name")
+                for r in await run(
+                    self.driver,
+                    "MATCH (ep:Episodic) WHERE ep.uuid IN $uuids "
+                    "RETURN ep.uuid AS uuid, ep.name AS name",
+                    uuids=sorted(set(episode_of.values())),
+                )
+            }
+            for uuid, episode in episode_of.items():
+                sessions[uuid] = session_of_episode_name(names.get(episode)) or ""
+        return sessions
 
     @staticmethod
     def _invalidated(
-        fact: TimelineFact, verdict: Verdict, text: str, segment: str | None, names: dict[str, str]
+        fact: TimelineFact,
+        verdict: Verdict,
+        text: str,
+        segment: str | None,
+        sessions: dict[str, str],
     ) -> InvalidatedFact:
         assert verdict.invalid_at is not None and verdict.invalidated_by is not None
         return InvalidatedFact(
             fact_uuid=fact.uuid,
             fact=text,
             predicate=fact.name,
-            subject=names.get(fact.source_uuid, ""),
-            object=names.get(fact.target_uuid, ""),
+            subject=fact.source_name,
+            object=fact.target_name,
             invalid_at=verdict.invalid_at,
             invalidated_by=verdict.invalidated_by,
-            session_id=fact.session_id,
+            session_id=sessions.get(fact.uuid, fact.session_id),
             segment_id=segment,
             subject_uuid=fact.source_uuid,
             object_uuid=fact.target_uuid,
-            invalidated_by_session=verdict.invalidated_by_session,
+            invalidated_by_session=sessions.get(
+                verdict.invalidated_by, verdict.invalidated_by_session
+            ),
         )
 
     async def _embed(self, plan: SessionPlan, existing: _Existing) -> dict[str, list[float]]:
@@ -589,6 +713,7 @@ class GraphWriter:
             }
             if edge.segment_id:
                 attributes["segment_id"] = edge.segment_id
+            attributes.update(edge.properties)
             if edge.invalidated_by:
                 attributes["invalidated_by"] = edge.invalidated_by
             edges.append(

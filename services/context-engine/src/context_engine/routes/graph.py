@@ -82,12 +82,16 @@ async def facts(
         str | None, Query(min_length=1, max_length=200, description="facts about this name")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    history: Annotated[
+        bool,
+        Query(description="also the facts that had ended by as_of, each with what ended it"),
+    ] = False,
 ) -> FactPage:
     graph = _graph(runtime)
     when = _utc(as_of)
     try:
         items = await graph_view.facts_as_of(
-            runtime.db.main, graph, when, subject=subject, limit=limit
+            runtime.db.main, graph, when, subject=subject, limit=limit, history=history
         )
     except GraphError as exc:
         raise _unavailable(exc) from exc
