@@ -147,7 +147,9 @@ _WORDS = st.sampled_from(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.lists(_WORDS, min_size=1, max_size=25))
 def test_any_words_give_a_resolved_subject_or_nothing(
     extractor: FastExtractor, words: list[str]
