@@ -249,3 +249,12 @@ def test_a_wrong_expected_hash_names_the_file() -> None:
     spacy_model.verify(real, {"ner/moves": digest})  # right: no error
     with pytest.raises(spacy_model.ModelIntegrityError, match="ner/moves"):
         spacy_model.verify(real, {"ner/moves": "0" * 64})
+
+
+def test_a_score_without_a_feeling_word_is_not_an_emotion(extractor: FastExtractor) -> None:
+    # VADER scores greetings and politeness high; with no word naming a feeling the fast
+    # extractor keeps nothing (a "positive" entity per turn was noise, issue 23)
+    out = extractor.extract_sync([seg("e-0", "Asha", "Thank you so much, that is wonderful!")])
+    assert found(out, "emotion") == {}
+    out = extractor.extract_sync([seg("e-1", "Asha", "I am so happy and grateful for you!")])
+    assert set(found(out, "emotion")) == {"joy"}

@@ -92,6 +92,17 @@ def _cue(text: str, positive: bool) -> tuple[str, str] | None:
     return None
 
 
+_ANY_CUE = re.compile(
+    r"\b(" + "|".join(re.escape(w) for ws in _CUES.values() for w in ws) + r")\b", re.IGNORECASE
+)
+
+
+def names_a_feeling(text: str) -> bool:
+    """Whether the text holds an emotion word ("sad", "thrilled"): without one, VADER's score
+    could only name the sign ("positive"), which the fast extractor does not keep."""
+    return _ANY_CUE.search(text) is not None
+
+
 def emotion_of(segment: SegmentText, text: str | None = None) -> ExtractedEntity | None:
     """The emotion a segment expresses, or None when its score is in no band.
     `text` overrides the segment's text (e.g. a capped copy)."""

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from context_engine import predicates
 from context_engine.extract.base import Extraction
 from context_engine.extract.dates import iso_day, resolve
-from context_engine.extract.emotion import emotion_of
+from context_engine.extract.emotion import emotion_of, names_a_feeling
 from context_engine.extract.patterns import (
     NOT_NAMES,
     find_dialogue_relations,
@@ -559,7 +559,12 @@ class FastExtractor:
                 spoken_at=seg.spoken_at,
             )
             session.relations.extend(statements(doc, speech))
-        if self.emotions and (emotion := emotion_of(seg)) and emotion.name not in _GENERIC:
+        if (
+            self.emotions
+            and names_a_feeling(seg.text)
+            and (emotion := emotion_of(seg))
+            and emotion.name not in _GENERIC
+        ):
             session.entities.append(emotion)
         if people:
             session.last_person = people[-1][1]
