@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from context_engine import entity_store, sessions, stages
+from context_engine import entity_store, known_mentions, sessions, stages
 from context_engine.config import Settings
 from context_engine.daily import is_reflection_session
 from context_engine.extract.base import Extractor
@@ -134,6 +134,10 @@ class SessionStages:
                 # New segments arrived meanwhile: finalisation queues this stage again.
                 await stages.mark(conn, key, stages.QUEUED)
                 return StageOutcome("skipped", {"reason": "input_changed"})
+            # Names already known that the extractor missed this time still count: every
+            # session that says them is an episode (known_mentions.py; a session extracted
+            # before a name was known is not rescanned).
+            extraction = await known_mentions.add_known_mentions(conn, session, extraction)
             stored = await entity_store.store_extraction(
                 conn,
                 session,
