@@ -156,7 +156,8 @@ NOT_NAMES = frozenset(
     "Mister Miss Doctor Officer Captain Coach Everything Nothing Something Anything Happy "
     "Merry New Year Birthday Morning Evening Afternoon Weekend All Both Mr Mrs Ms Dr "
     "Woohoo Woo Whoo Whee Yippee Hooray Hurray Yikes Eek Uh-oh Oh-oh Noo Un Er Erm Ahem Bah "
-    "Meh Pfft Phew Psst Voila Oy Oi Haha Hah Lol Omg Wait Guess".split()
+    "Meh Pfft Phew Psst Voila Oy Oi Haha Hah Lol Omg Wait Guess Glad Wanna Gonna Gotta Sounds "
+    "Nature Dance Congratz Awww Wooo Yess Yesss Sweet Lovely Gorgeous Beautiful Thank".split()
 )
 _CONTRACTION = re.compile(r"^(?:\w+'(?:ll|re|ve|d|m|t|know|all)|[ycdg]'\w+)$", re.IGNORECASE)
 _STRETCHED = re.compile(r"(\w)\1\1")  # "Noooo", "Ohhh", "Sooo"
@@ -538,6 +539,14 @@ _BAD_TO_VERB = frozenset(
     "hear see make call welcome stay get go have try let start".split()
 )  # fmt: skip
 _GERUND_VERBS = frozenset(("going",))
+_TO_ADVERBS = frozenset("just really also always still even actually finally sometimes".split())
+# Gerunds that say nothing alone (the thing made, played or spent is what is liked).
+_EMPTY_GERUNDS = frozenset(
+    "making playing doing having getting being spending creating seeing trying taking giving "
+    "going helping working using putting keeping finding looking experimenting".split()
+)
+# Words a noun phrase does not end on: what followed was cut ("a safe", "a new").
+_DANGLING = frozenset("safe new good great big little whole same own other more such".split())
 _MAX_OBJECT_WORDS = 4
 _VOWELS = "aeiou"
 
@@ -563,6 +572,8 @@ def preference_object(raw: str, *, quitting: bool = False) -> str | None:
     if not words:
         return None
     if words[0].lower() == "to":  # "I like to paint" → "painting"
+        while len(words) > 2 and words[1].lower() in _TO_ADVERBS:  # "to just take" → "take"
+            words = [words[0], *words[2:]]
         if len(words) < 2 or words[1].lower() in _BAD_TO_VERB or not words[1].isalpha():
             return None
         words = [_gerund(words[1]), *words[2:]]
@@ -591,8 +602,8 @@ def preference_object(raw: str, *, quitting: bool = False) -> str | None:
             return None
     kept: list[str] = []
     for w in words:
-        if w.lower() in _STOP:
-            break
+        if w.lower() in _STOP or "'" in w or w.lower() in ("not", "no", "never"):
+            break  # "dancing and it'd…", "i'm loving", "not being": the phrase ended
         kept.append(w)
     if len(kept) > _MAX_OBJECT_WORDS:  # "helping the community and making it better"
         for i, w in enumerate(kept):
@@ -607,6 +618,10 @@ def preference_object(raw: str, *, quitting: bool = False) -> str | None:
         return None
     if kept[0].lower() in _NOT_OBJECT or any(w.lower() in _PERSONAL for w in kept):
         return None
+    if len(kept) == 1 and kept[0].lower() in _EMPTY_GERUNDS:
+        return None  # "I love making…", "I enjoy spending…": the thing itself was not said
+    if kept[-1].lower() in _DANGLING:
+        return None  # "creating a safe (space)": the noun was cut off
     if not all(re.fullmatch(r"[\w'&-]+", w) for w in kept):
         return None
     return " ".join(kept).lower()

@@ -368,8 +368,6 @@ class StatementRules:
         for obj in _pobj(verb, "from"):
             if place := _place(obj):
                 self._add(subject, "moved_from", place, verb, sent)
-        if not any(True for _ in _pobj(verb, "to")):
-            self._switch(verb, sent, subject, subj_tok, ended)
 
     def _be(self, verb: Token, sent: Span, subject: tuple[str, str] | None, subj_tok: Token,
             ended: bool) -> None:  # fmt: skip
@@ -630,11 +628,14 @@ class StatementRules:
             return
         owner = next((c for c in noun.children if c.dep_ == "poss"), None)
         verb = noun.head if noun.dep_ in ("dobj", "attr") else None
+        # "lost her job at Door Dash", "quit my job at Infosys": the job ended
+        lost = verb is not None and verb.lemma_ in ("lose", "quit", "leave")
         who = None
         if owner is not None:
             who = _who(owner, self.speech)
         elif verb is not None and verb.lemma_ in ("get", "start", "land", "take", "accept",
-                                                  "have", "find"):  # fmt: skip
+                                                  "have", "find", "lose", "quit",
+                                                  "leave"):  # fmt: skip
             if _future(verb) or _negated(verb):
                 return
             if (s := _subject(verb)) is not None:
@@ -643,7 +644,8 @@ class StatementRules:
             return
         for org_tok in orgs:
             if org := _org(org_tok):
-                self._add(who, "works_at", org, verb if verb is not None else noun, sent)
+                predicate = "quit" if lost else "works_at"
+                self._add(who, predicate, org, verb if verb is not None else noun, sent)
 
 
 _STOPS = frozenset({"stop", "quit", "give", "drop"})
