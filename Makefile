@@ -6,7 +6,7 @@ RUN := $(UV) run --frozen
 .PHONY: help setup setup-node dashboard up down status logs test test-python test-dashboard lint format \
 	config-reference bench bench-1m \
 	bench-audio test-real-llm bench-extract bench-latency bench-latency-1m bench-locomo bench-locomo-offline \
-	bench-consolidation bench-events bench-voice bench-load
+	bench-consolidation bench-tiers bench-events bench-voice bench-load
 
 help:
 	@echo "make up        set up if needed, then run the platform on embedded defaults (Ctrl-C stops);"
@@ -14,7 +14,7 @@ help:
 	@echo "make test      set up if needed, then run every test (lint, Python, dashboard)"
 	@echo "make down | status | logs    control a running platform"
 	@echo "make bench | bench-audio | bench-extract | bench-latency | bench-locomo | bench-consolidation"
-	@echo "               | bench-events | bench-voice | bench-load | bench-locomo-offline"
+	@echo "               | bench-tiers | bench-events | bench-voice | bench-load | bench-locomo-offline"
 	@echo "               benchmarks (docs/benchmarks.md)"
 	@echo "make test-real-llm    opt-in proof against a real llama-server (slow the first time)"
 	@echo "make config-reference regenerate the settings reference (docs/deploy.md, .env.example)"
@@ -85,6 +85,12 @@ bench: setup
 bench-consolidation: setup
 	$(BENCH)/consolidation.py
 
+# Memory tiers on LoCoMo dev: each conversation through the real engine (fast extractor,
+# FalkorDB), consolidated as of its last session; entities per tier and those that did not
+# move, with the engine's reasons; about 5 minutes on 2 cores.
+bench-tiers: setup
+	$(BENCH)/tiers_locomo.py
+
 # The chronicler's fan-out (bench/events/): 20 SSE subscribers while 1,000 events/s are emitted
 # for 30 s through POST /v1/events/emit: loss, delivery latency, engine CPU; about a minute.
 bench-events: setup
@@ -128,6 +134,7 @@ bench-audio: setup
 	$(RUN) python bench/audio/speech_quality.py
 
 # Context engine's fast entity extractor (bench/extract/): person and relation precision/recall
-# on DialogRE dev, speaker names and places on LoCoMo dev, throughput; ../shared/data, in process.
+# on DialogRE dev, speaker names, places and observation coverage on LoCoMo dev, throughput;
+# ../shared/data, in process.
 bench-extract: setup
 	$(RUN) python bench/extract/extract_quality.py

@@ -582,6 +582,8 @@ class StatementRules:
     def _marry(self, verb: Token, sent: Span, subject: tuple[str, str] | None, subj_tok: Token,
                ended: bool) -> None:  # fmt: skip
         """ "I'm married to Priya", "Priya and I got married" (no date: a wedding is an event)."""
+        if any(c.lower_ in ("almost", "nearly") for c in verb.children):
+            return  # "they almost got married"
         partners: list[tuple[str, str]] = []
         for obj in _pobj(verb, "to"):
             if (who := _who(obj, self.speech)) is not None:
