@@ -90,7 +90,7 @@ _QUESTION_STOP = frozenset(
     "any some all more ok okay right sure huh hmm um uh mean know think guess say said get "
     "got go going gonna wanna lol haha hey hi".split()
 )  # fmt: skip
-QUESTION_MIN_CONTENT = 2
+QUESTION_MIN_CONTENT = 1
 _CONTENT_WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
 
 
