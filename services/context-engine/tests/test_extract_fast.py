@@ -106,8 +106,8 @@ def test_relations_resolve_owners_and_preferences(extractor: FastExtractor) -> N
         ("Asha", "sibling", "Meera"),  # "your sister", said to Asha by the previous turn's other
         ("Asha", "avoids", "coffee"),
         ("Asha", "likes", "green tea"),
-        ("Arjun", "moved_to", "Bangalore"),  # "he moved": the person the question was about
-    }
+    }  # not ("Arjun", moved_to, "Bangalore"): "he moved" is a guess, and a guess never moves
+    # anyone (it would end where they live; ADR 0017)
     by_triple = {(r.subject, r.predicate, r.object): r for r in out.relations}
     assert by_triple[("Asha", "spouse", "Priya")].segment_id == "c1-000"
     assert by_triple[("Asha", "likes", "green tea")].segment_id == "c1-005"

@@ -160,3 +160,54 @@ def test_any_words_give_a_resolved_subject_or_nothing(
         # the subject is a speaker or a name said in the text, never a pronoun
         assert r.subject in ("Kavya", "Imran") or r.subject.split()[0] in text, (text, r)
         assert r.subject.lower() not in ("i", "you", "he", "she", "we", "my", "her", "his")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I asked Priya to move to Delhi.",  # Priya would move, not the speaker
+        "My parents want me to move to Delhi.",  # a wish
+        "If I move to Mumbai, I'll need a car.",  # a condition
+        "If I get a job at Google I'll tell you.",
+        "I'm moving to Pune next month.",  # a plan with a future date
+        "When you move to Mumbai, you realise how expensive it is.",  # generic "you"
+        "I work with Priya.",  # a person is no employer
+        "I'm a terrible singer.",  # a description, not a job
+        "I drank wine at the party last night.",  # once, not the daily drink
+        "I left Mumbai for a week.",  # a trip, not a move
+        "My boss gives me headaches.",  # no food to avoid
+    ],
+)
+def test_plans_wishes_and_guesses_end_nothing(extractor: FastExtractor, text: str) -> None:
+    rels = say(extractor, ("Ravi", "Tell me."), ("Kavya", text))
+    single = {"lives_in", "moved_to", "moved_from", "works_at", "works_as", "drinks", "avoids"}
+    assert not [r for r in rels if r.predicate in single], rels
+
+
+def test_an_ending_said_of_another_verb_ends_nothing_else(extractor: FastExtractor) -> None:
+    rels = say(extractor, ("Kavya", "I work at Wipro, and I don't play tennis anymore."))
+    assert ("Kavya", "works_at", "Wipro") in triples(rels)
+    assert ("Kavya", "stopped", "tennis") in triples(rels)
+    assert not [r for r in rels if r.predicate == "worked_at"]
+
+
+def test_a_duration_is_not_a_start_date(extractor: FastExtractor) -> None:
+    rels = say(extractor, ("Kavya", "I worked at Infosys for two years."))
+    worked = next(r for r in rels if r.predicate == "worked_at")
+    assert "valid_from" not in worked.properties and "when" not in worked.properties
+
+
+def test_a_guessed_she_never_changes_a_home(extractor: FastExtractor) -> None:
+    rels = say(extractor, ("Kavya", "Sana called. She moved to Goa."))
+    assert not [r for r in rels if r.predicate == "moved_to"]  # "she" is a guess
+
+
+def test_diarization_labels_are_no_people(extractor: FastExtractor) -> None:
+    segs = [
+        SegmentText("a", "SPEAKER_00", "I live in Pune."),
+        SegmentText("b", "SPEAKER_01", "You're my best friend."),
+    ]
+    out = extractor.extract_sync(segs)
+    assert not [e for e in out.entities if e.name.startswith("SPEAKER")]
+    # the facts stay (the graph keeps a label's node to its session: test_graph_writer)
+    assert ("SPEAKER_00", "lives_in", "Pune") in triples(out.relations)

@@ -587,3 +587,38 @@ async def test_sensitivity_keeps_the_most_sensitive(knowledge_graph: KnowledgeGr
     )
     [node] = await knowledge_graph.find_entity_nodes("dr rao")
     assert node.attributes["sensitivity"] == "sensitive"
+
+
+def test_said_at_the_same_moment_the_off_fact_wins() -> None:
+    # "I love coffee but it gives me headaches": whatever the uuids or write order
+    for created in ((1, 5), (5, 1)):
+        verdicts = resolve_timeline(
+            [tf("zz-like", "LIKES", 1, created=created[0]), tf("aa-avoid", "AVOIDS", 1,
+                                                                created=created[1])]
+        )  # fmt: skip
+        assert verdicts["zz-like"].invalidated_by == "aa-avoid"
+        assert verdicts["aa-avoid"].invalid_at is None
+
+
+def test_a_diarization_label_is_someone_else_in_every_session() -> None:
+    from context_engine.graph.writer import plan_session
+
+    t0 = datetime(2026, 3, 1, tzinfo=UTC)
+    plans = [
+        plan_session(
+            "g",
+            episode(sid, t0, [("SPEAKER_00", "I live in Pune."), ("Ravi", "Nice.")]),
+            Extraction(
+                relations=[
+                    rel("SPEAKER_00", "lives_in", "Pune", f"{sid}-0"),
+                    rel("Ravi", "lives_in", "Pune", f"{sid}-1"),
+                ]
+            ),
+        )
+        for sid in ("s1", "s2")
+    ]
+    sources = [{e.source.name: e.source.uuid for e in plan.edges.values()} for plan in plans]
+    # one node per session for the label (a fact of one never ends another's), while a
+    # named person is one node across sessions
+    assert sources[0]["SPEAKER_00"] != sources[1]["SPEAKER_00"]
+    assert sources[0]["Ravi"] == sources[1]["Ravi"]

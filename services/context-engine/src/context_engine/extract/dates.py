@@ -38,6 +38,9 @@ _UNREADABLE = re.compile(
     r"every|each|always|usually|often|sometimes|nowadays|these days|once)\b",
     re.IGNORECASE,
 )
+# Bare numbers and ordinals dateparser reads as something else ("the 5th" → a year ahead, "at
+# 5" → today, "the 90s" → 90 seconds ago): no date.
+_BARE = re.compile(r"^(?:the\s+|at\s+)?\d+(?:st|nd|rd|th|s|'s)?$", re.IGNORECASE)
 _lock = threading.Lock()
 
 
@@ -71,8 +74,10 @@ def resolve(
     none (or nothing was said when)."""
     if spoken_at is None or not words.strip() or _UNREADABLE.search(words):
         return None
+    if _BARE.match(words.strip()):
+        return None
     text = _clean(words)
-    if not text or len(text) > 60:
+    if not text or len(text) > 60 or _BARE.match(text):
         return None
     base = spoken_at if spoken_at.tzinfo else spoken_at.replace(tzinfo=UTC)
     base = base.astimezone(UTC)

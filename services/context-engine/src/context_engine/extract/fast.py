@@ -63,6 +63,7 @@ from context_engine.extract.schema import (
     ExtractedRelation,
     SegmentText,
     finalise,
+    is_placeholder_speaker,
 )
 from context_engine.extract.spacy_model import PARSE_COMPONENTS, get_nlp
 from context_engine.extract.statements import PETS, PRAISE, ROLES, Speech, statements
@@ -153,12 +154,6 @@ _ORG_WORDS = frozenset(
 # 27 of 30 judged right in a sample from both datasets (not: "game all day", "show for my day").
 DATED_EVENT_CONFIDENCE = 0.85
 
-# Speaker labels that are not names.
-_NOT_A_SPEAKER_NAME = re.compile(
-    r"^(?:speaker[\s_-]*\w*|spk[\s_-]*\w*|unknown|user|me|you|guest|someone|person|other|"
-    r"agent|assistant|system|host|interviewer|narrator)$",
-    re.IGNORECASE,
-)
 _SPEAKER_NAME = re.compile(
     r"^[A-Z][a-z]+(?:[-'][A-Z]?[a-z]+)*(?: [A-Z][a-z]+(?:[-'][A-Z]?[a-z]+)*){0,2}$"
 )
@@ -258,7 +253,7 @@ def looks_like_name(speaker: str) -> bool:
     s = speaker.strip()
     if s.islower() and s.replace(" ", "").isalpha():
         s = s.title()
-    return bool(_SPEAKER_NAME.match(s)) and not _NOT_A_SPEAKER_NAME.match(s) and s not in NOT_NAMES
+    return bool(_SPEAKER_NAME.match(s)) and not is_placeholder_speaker(s) and s not in NOT_NAMES
 
 
 def speaker_display_name(speaker: str) -> str:
@@ -426,8 +421,9 @@ class FastExtractor:
         cued = [i for i, s in enumerate(segs) if _PARSE_CUES.search(s.text)]
         plain = sorted(set(range(len(segs))) - set(cued))
         docs: dict[int, Doc] = {}
-        parse_parts = [c for c in PARSE_COMPONENTS if c in nlp.pipe_names]
         with _NLP_LOCK:  # spaCy adds new words to the shared vocabulary: one caller at a time
+            # component_names, not pipe_names: the latter omits what another caller disabled
+            parse_parts = [c for c in PARSE_COMPONENTS if c in nlp.component_names]
             texts = (segs[i].text for i in cued)
             docs.update(zip(cued, nlp.pipe(texts, batch_size=self.batch_size), strict=True))
             with nlp.select_pipes(disable=parse_parts):
@@ -444,8 +440,8 @@ class FastExtractor:
             self._segment(session, seg, doc)
         entities = [_repeat_bonus(e, session.single_names) for e in session.entities]
         speakers = {s.segment_id: s.speaker for s in segs}
-        entities.extend(_object_entities(session.relations, speakers))
         relations = [r for r in _unique(session.relations) if r.confidence >= RELATION_GATE]
+        entities.extend(_object_entities(relations, speakers))
         return Extraction(entities=_resolve_types(entities), relations=relations)
 
     def _segment(self, session: _Session, seg: SegmentText, doc: Doc) -> None:
@@ -527,7 +523,10 @@ class FastExtractor:
         people.sort()
         addressee = session.addressee if session.addressee != seg.speaker else None
         if addressee is None and session.pair is not None:
-            addressee = next((p for p in session.pair if p != seg.speaker.strip()), None)
+            other = next((p for p in session.pair if p != seg.speaker.strip()), None)
+            # "you" is the other party only when that party has a name: a diarization label
+            # is stable within one session only (ADR 0017)
+            addressee = other if other and looks_like_name(other) else None
         if not spoken_to and (named := _SENTENCE_START_NAME.match(seg.text)):
             # "Arjun, your sister…": a session's speaker addressed by name
             labels = {p.casefold(): p for p in session.pair or ()}
@@ -555,8 +554,9 @@ class FastExtractor:
                 speaker=seg.speaker.strip(),
                 segment_id=seg.segment_id,
                 addressee=spoken_to[0] if spoken_to else addressee,
-                last_person=people[-1][1] if people else session.last_person,
+                last_person=session.last_person,
                 spoken_at=seg.spoken_at,
+                people=tuple(people),
             )
             session.relations.extend(statements(doc, speech))
         if (
@@ -690,6 +690,8 @@ def _object_entities(
     predicate; anything else (coffee, tennis, Hoka) a topic. Owned things also as `owns`."""
     found: list[ExtractedEntity] = []
     for r in relations:
+        if is_placeholder_speaker(r.object):
+            continue  # "you're my friend" said to SPEAKER_01: no entity named after a label
         spec = predicates.spec(r.predicate)
         kind = spec.object_type if spec is not None else "topic"
         if kind not in ("person", "place", "organization", "topic"):

@@ -393,7 +393,7 @@ _KIN_WORDS = "|".join(sorted((re.escape(w) for w in RELATIONS), key=len, reverse
 _QUAL = r"(?:(?:very|best|only|oldest|closest|dearest|new|old|good|favou?rite|little|big|baby)\s+)*"
 # "You're my best friend" → (speaker, friend, addressee); "I'm your brother" → the converse.
 _YOU_ARE_MY = re.compile(
-    rf"\byou(?:'re| are| were|'ve been| have been)\s+(?:(?:still|like|always)\s+)?(?:my|our)\s+"
+    rf"\byou(?:'re| are| were|'ve been| have been)\s+(?:(?:still|always)\s+)?(?:my|our)\s+"
     rf"{_QUAL}({_KIN_WORDS})\b",
     re.IGNORECASE,
 )
@@ -403,7 +403,7 @@ _I_AM_YOUR = re.compile(
 )
 # "She's my sister" → (speaker, sibling, the person mentioned last).
 _PRONOUN_IS_MY = re.compile(
-    rf"\b(?:she|he)(?:'s| is| was)\s+(?:(?:still|like)\s+)?(?:my|our)\s+{_QUAL}({_KIN_WORDS})\b",
+    rf"\b(?:she|he)(?:'s| is| was)\s+(?:still\s+)?(?:my|our)\s+{_QUAL}({_KIN_WORDS})\b",
     re.IGNORECASE,
 )
 _TOGETHER = {
@@ -419,10 +419,11 @@ _NAME_AND_I = re.compile(
     rf"are getting|were getting|used to be|are still|were still)\s+(?:(?:best|good|close|just|"
     rf"old|really)\s+)*({_TOGETHER_WORDS})\b"
 )
-# "we're best friends", "we live together" said to someone: the speaker and the addressee
+# "we're best friends" said to someone: the speaker and the addressee ("we're married" is not
+# read: "my wife and I, we've been married" is said to a third person)
 _WE_ARE = re.compile(
     r"\bwe(?:'re| are| were|'ve been| have been| used to be)\s+(?:(?:best|good|close|just|"
-    r"old|such good|really|still)\s+)*(friends|roommates|neighbou?rs|married|engaged)\b",
+    r"old|such good|really|still)\s+)*(friends|roommates|neighbou?rs)\b",
     re.IGNORECASE,
 )
 _FRIENDSHIP = re.compile(r"\b(?:my|our) friendship with you\b", re.IGNORECASE)

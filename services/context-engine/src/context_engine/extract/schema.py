@@ -92,6 +92,20 @@ class ExtractedRelation:
     properties: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
+# Speaker labels that name nobody: diarization labels and roles ("SPEAKER_00", "Speaker 1",
+# "unknown_2", "user"). They are stable within one session only.
+_PLACEHOLDER_SPEAKER = re.compile(
+    r"^(?:speaker[\s_-]*\w*|spk[\s_-]*\w*|unknown[\s_-]*\w*|user|me|you|guest|someone|person|"
+    r"other|agent|assistant|system|host|interviewer|narrator)$",
+    re.IGNORECASE,
+)
+
+
+def is_placeholder_speaker(label: str) -> bool:
+    """A speaker label that is not a person's name ("SPEAKER_00", "unknown_1", "user")."""
+    return bool(_PLACEHOLDER_SPEAKER.match(label.strip()))
+
+
 def canonical_name(name: str) -> str:
     """Case-folded, whitespace-collapsed: (type, canonical_name) identifies an entity."""
     return " ".join(name.split()).casefold()

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from context_engine.extract.dates import iso_day, resolve
 from context_engine.extract.patterns import not_a_name
 from context_engine.extract.schema import ExtractedRelation
+from context_engine.predicates import is_single_valued
 from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
@@ -70,6 +71,10 @@ ACTIVITIES = frozenset(
     "weightlifting lifting zumba salsa ballet archery fencing gymnastics volunteering "
     "blogging reading sketching calligraphy origami birdwatching".split()
 )
+FOODS = frozenset(
+    "dairy gluten sugar caffeine alcohol chocolate cheese bread meat pizza spice peanut nut "
+    "shellfish seafood egg wheat soy garlic onion candy dessert fried junk food".split()
+)
 HABIT_NOUNS = frozenset("class classes lesson lessons course courses practice".split())
 PETS = frozenset("dog cat puppy kitten parrot rabbit bunny hamster horse pony turtle fish "
                  "bird guinea".split())  # fmt: skip
@@ -98,11 +103,17 @@ _FIRST = {"i": "speaker", "me": "speaker", "my": "speaker", "myself": "speaker",
           "he": "pronoun", "she": "pronoun", "him": "pronoun", "her": "pronoun",
           "his": "pronoun"}  # fmt: skip
 _PLACE_ENTS = frozenset({"GPE", "LOC", "FAC"})
+# Predicates of a past state: a date said with them is within the period, not when it ended.
+_PERIOD_PREDICATES = frozenset({"worked_at", "lived_in", "worked_as", "studied_at"})
+# Adjectives that make "I'm a good cook" a description, not a job.
+_EVALUATIVE = frozenset(
+    "good great bad terrible awful big huge amazing awesome excellent decent true real "
+    "better best worse worst lousy natural born total complete such horrible fantastic".split()
+)
 # NER labels that are never a person, place or organisation (the small model often labels a
 # town ORG or a person NORP, so the verb's cue is trusted over those labels).
 _NOT_NAMED = frozenset({"DATE", "TIME", "MONEY", "QUANTITY", "CARDINAL", "ORDINAL", "PERCENT"})
 _ORG_ENTS = frozenset({"ORG", "FAC"})
-_ENDED_WORDS = frozenset({"anymore", "longer"})
 _FUTURE = frozenset({"will", "'ll", "shall", "would", "'d", "could", "might", "should", "may",
                      "can", "must", "wanna", "gonna"})  # fmt: skip
 _PAST_MARKERS = frozenset({"used"})
@@ -116,7 +127,10 @@ class Speech:
     speaker: str
     segment_id: str
     addressee: str | None = None
-    last_person: str | None = None
+    last_person: str | None = None  # said in an earlier segment
+    # people named in this segment (character offset, name): "she" is the last one said
+    # before the pronoun, never one said after it
+    people: tuple[tuple[int, str], ...] = ()
     spoken_at: datetime | None = None
 
 
@@ -146,7 +160,9 @@ def _who(tok: Token, speech: Speech) -> tuple[str, str] | None:
     if how == "addressee":
         return (speech.addressee, how) if speech.addressee else None
     if how == "pronoun":
-        return (speech.last_person, how) if speech.last_person else None
+        before = [name for offset, name in speech.people if offset < tok.idx]
+        person = before[-1] if before else speech.last_person
+        return (person, how) if person else None
     if tok.pos_ == "PROPN":
         name = _name_of(tok)
         return (name, "named") if name else None
@@ -165,7 +181,10 @@ def _subject(verb: Token) -> Token | None:
         for child in verb.children:
             if child.dep_ in ("nsubj", "nsubjpass"):
                 return child
-        if verb.dep_ in ("conj", "xcomp", "advcl") and verb.head is not verb:
+        if verb.dep_ in ("conj", "xcomp") and verb.head is not verb:
+            objects = [c for c in verb.head.children if c.dep_ in ("dobj", "dative")]
+            if verb.dep_ == "xcomp" and objects:
+                return None  # "I asked Priya to move": Priya moves, not the asker
             verb, seen = verb.head, seen + 1
             continue
         return None
@@ -179,14 +198,47 @@ def _negated(verb: Token) -> bool:
 
 
 def _ended(verb: Token) -> bool:
-    """ "no longer" / "not … anymore": the statement ends a fact."""
-    words = {c.lower_ for c in verb.subtree}
-    return bool(words & _ENDED_WORDS) and ("no" in words or "not" in words or "n't" in words
-                                           or "anymore" in words)  # fmt: skip
+    """ "no longer" / "not … anymore" said of this verb itself (its own children: "I work at
+    Google, and I don't play tennis anymore" ends the tennis, not the job)."""
+    kids = list(verb.children)
+    negated = any(c.dep_ == "neg" for c in kids)
+    anymore = any(c.lower_ in ("anymore", "any more") for c in kids)
+    longer = [c for c in kids if c.lower_ == "longer"]
+    no_longer = any(g.lower_ == "no" for c in longer for g in (*c.children, *kids))
+    return (negated and anymore) or no_longer
+
+
+# Verbs whose complement is a wish, plan or request, not a fact ("they want me to move").
+_WISH_VERBS = frozenset(
+    "want wish hope plan ask tell convince persuade expect consider need like love prefer "
+    "suggest urge encourage try mean intend decide think imagine dream".split()
+)
+# A clause under these is a condition, not a fact ("if I move to Mumbai").
+_CONDITIONS = frozenset({"if", "unless", "whether", "suppose", "supposing", "once"})
+
+
+def _conditional(verb: Token) -> bool:
+    """The verb, or a verb it hangs from, is in an if/unless clause; "when/whenever" clauses
+    count too unless told in the past ("when I moved to Pune, I was 20" is a fact)."""
+    v, seen = verb, 0
+    while seen < 4:
+        for c in v.children:
+            if c.dep_ == "mark" and c.lower_ in _CONDITIONS:
+                return True
+            if c.dep_ in ("mark", "advmod") and c.lower_ in ("when", "whenever"):
+                if v.tag_ not in ("VBD", "VBN"):
+                    return True
+        if v.dep_ in ("conj", "xcomp", "ccomp", "advcl") and v.head is not v:
+            v, seen = v.head, seen + 1
+            continue
+        return False
+    return False
 
 
 def _future(verb: Token) -> bool:
-    chain = [verb, *([verb.head] if verb.dep_ in ("xcomp", "conj") else [])]
+    chain = [verb, *([verb.head] if verb.dep_ in ("xcomp", "conj", "ccomp") else [])]
+    if verb.dep_ in ("xcomp", "ccomp") and verb.head.lemma_ in _WISH_VERBS:
+        return True  # "my parents want me to move to Delhi", "I'd love to live in Paris"
     for v in chain:
         for c in v.children:
             if c.dep_ == "aux" and c.lower_ in _FUTURE:
@@ -226,8 +278,12 @@ def _place(tok: Token) -> str | None:
     return None
 
 
-def _org(tok: Token) -> str | None:
-    """An organisation named where a verb's cue says one stands ("works at X", "quit X")."""
+def _org(tok: Token, *, person_ok: bool = False) -> str | None:
+    """An organisation named where a verb's cue says one stands ("works at X", "quit X"); a
+    name NER calls a person is not one ("I work for Priya") unless the cue allows nothing
+    else (`person_ok`: "I joined Zomato", where the small model says PERSON)."""
+    if tok.ent_type_ == "PERSON" and not person_ok:
+        return None
     if tok.ent_type_ in _ORG_ENTS or (tok.pos_ == "PROPN" and tok.ent_type_ not in _NOT_NAMED):
         name = _span_of(tok)
         return name if name[:1].isupper() and not not_a_name(name.split()[0]) else None
@@ -289,8 +345,15 @@ class StatementRules:
         obj = " ".join(obj.split()).strip(" .,!?'\"")
         if not obj or not name or obj.casefold() == name.casefold() or len(obj) > 60:
             return
+        if how in ("addressee", "pronoun") and is_single_valued(predicate):
+            # a guessed subject must not end someone's home or job (rule 2, ADR 0017)
+            return
         props: dict[str, Any] = {"source": "parse", **{k: v for k, v in properties.items() if v}}
         if verb is not None and (when := self._date(verb)):
+            if when.pop("future", None):
+                return  # "I'm moving to Pune next month": a plan, not yet a fact
+            if predicate in _PERIOD_PREDICATES:
+                when.pop("valid_from", None)  # "worked at X in 2019": a period, not its end
             props.update(when)
         self.found.append(
             ExtractedRelation(
@@ -311,12 +374,24 @@ class StatementRules:
             ent = next((e for e in tok.doc.ents if e.start <= tok.i < e.end), None)
             if ent is None:
                 continue
-            when = resolve(ent.text, self.speech.spoken_at, "past")
-            out = {"when": ent.text}
-            if when is not None and self.speech.spoken_at is not None:
-                spoken = self.speech.spoken_at
-                if when.date() <= spoken.date():
-                    out["valid_from"] = iso_day(when)
+            root = ent.root
+            governed = root.head if root.dep_ == "pobj" else None
+            if governed is not None and governed.lower_ in ("for", "during", "over", "within"):
+                if "ago" not in ent.text.lower():
+                    continue  # "for two years" is how long, not when
+            out: dict[str, Any] = {"when": ent.text}
+            spoken = self.speech.spoken_at
+            future = resolve(ent.text, spoken, "future") if spoken is not None else None
+            when = resolve(ent.text, spoken, "past")
+            if (
+                future is not None
+                and spoken is not None
+                and future.date() > spoken.date()
+                and (when is None or when.date() >= spoken.date())
+            ):
+                out["future"] = True
+            elif when is not None and spoken is not None and when.date() <= spoken.date():
+                out["valid_from"] = iso_day(when)
             return out
         return None
 
@@ -338,7 +413,7 @@ class StatementRules:
         handler = _HANDLERS.get(lemma)
         if handler is None:
             return
-        if _future(verb):
+        if _future(verb) or _conditional(verb):
             return
         subj_tok = _subject(verb)
         if subj_tok is None:
@@ -378,7 +453,8 @@ class StatementRules:
         if attr is not None and subject is not None and attr.pos_ == "NOUN":
             role = " ".join([*(c.lower_ for c in attr.children if c.dep_ == "compound"),
                              attr.lower_])  # fmt: skip
-            if role in ROLES or attr.lower_ in ROLES:
+            described = any(c.lower_ in _EVALUATIVE for c in attr.children)
+            if (role in ROLES or attr.lower_ in ROLES) and not described:
                 past = ended or _past(verb)
                 self._add(subject, "worked_as" if past else "works_as", role, None, sent)
                 for org_tok in _pobj(attr, "at", "for"):
@@ -407,7 +483,7 @@ class StatementRules:
         if subject is None:
             return
         past = ended or _past(verb)
-        for obj in _pobj(verb, "at", "for", "with"):
+        for obj in _pobj(verb, "at", "for"):  # not "with": "I work with Priya" (tagged ORG)
             if org := _org(obj):
                 self._add(subject, "worked_at" if past else "works_at", org, verb, sent)
         for obj in _pobj(verb, "as"):
@@ -422,7 +498,7 @@ class StatementRules:
             return
         if any(c.dep_ == "prep" and c.lower_ in ("for", "on", "in") for c in verb.children):
             return  # "joined Priya for lunch", "joined them on the trip"
-        if obj.pos_ == "PROPN" and (org := _org(obj)):
+        if obj.pos_ == "PROPN" and (org := _org(obj, person_ok=True)):
             self._add(subject, "works_at", org, verb, sent, 0.95, joined=True)
 
     def _quit(self, verb: Token, sent: Span, subject: tuple[str, str] | None, subj_tok: Token,
@@ -432,7 +508,8 @@ class StatementRules:
         targets = [t for t in (_dobj(verb),) if t is not None] + list(_pobj(verb, "from"))
         for obj in targets:
             if obj.ent_type_ in _PLACE_ENTS and verb.lemma_ == "leave":
-                if place := _place(obj):
+                trip = any(c.dep_ == "prep" and c.lower_ in ("for", "on") for c in verb.children)
+                if not trip and (place := _place(obj)):  # "left Mumbai for a week": a trip
                     self._add(subject, "moved_from", place, verb, sent)
             elif (
                 obj.pos_ == "PROPN"
@@ -507,6 +584,8 @@ class StatementRules:
                ended: bool) -> None:  # fmt: skip
         if subject is None or (verb.dep_ == "xcomp" and verb.head.lemma_ in _STOPS | _STARTS):
             return
+        if not ended and (_past(verb) or verb.tag_ == "VBD"):
+            return  # "I drank wine at the party": once, not the daily drink
         obj = _dobj(verb)
         if obj is not None and obj.lower_ in DRINKS:
             self._add(subject, "avoids" if ended else "drinks", obj.lower_, verb, sent)
@@ -548,8 +627,8 @@ class StatementRules:
         )
         if not (me and bad) or subj_tok.pos_ not in ("NOUN", "PROPN"):
             return
-        if subj_tok.ent_type_ in ("PERSON", "GPE") and subj_tok.lower_ not in DRINKS:
-            return
+        if subj_tok.lower_ not in DRINKS and subj_tok.lemma_.lower() not in FOODS:
+            return  # "my boss gives me headaches" is no food to avoid
         if not self.speech.speaker.strip():
             return
         thing, category = _brand_and_category(subj_tok)
@@ -638,7 +717,7 @@ class StatementRules:
         elif verb is not None and verb.lemma_ in ("get", "start", "land", "take", "accept",
                                                   "have", "find", "lose", "quit",
                                                   "leave"):  # fmt: skip
-            if _future(verb) or _negated(verb):
+            if _future(verb) or _negated(verb) or _conditional(verb):
                 return
             if (s := _subject(verb)) is not None:
                 who = _who(s, self.speech)

@@ -125,12 +125,15 @@ def fact_from_row(row: dict[str, Any], sessions: dict[str, str]) -> Fact:
     )
 
 
-def collapse_restatements(facts: list[Fact]) -> list[Fact]:
+def collapse_restatements(facts: list[Fact], *, by_period: bool = False) -> list[Fact]:
     """One fact per (subject, edge name, object): the most recently valid one, carrying the
-    episodes, sessions and segments of all (input ordered most recent first)."""
-    kept: dict[tuple[str, str, str], Fact] = {}
+    episodes, sessions and segments of all (input ordered most recent first). `by_period`:
+    one per period instead (same triple and same end), so a fact that ended and was said
+    again later shows both its ended period and its current one."""
+    kept: dict[tuple[str, str, str, Any], Fact] = {}
     for fact in facts:
-        key = (fact.subject_uuid, fact.predicate, fact.object_uuid)
+        end = fact.invalid_at if by_period else None
+        key = (fact.subject_uuid, fact.predicate, fact.object_uuid, end)
         first = kept.get(key)
         if first is None:
             kept[key] = fact
@@ -310,7 +313,7 @@ class GraphQueries:
         )
         facts = await self._facts(rows)
         if collapse:
-            facts = collapse_restatements(facts)
+            facts = collapse_restatements(facts, by_period=history)
         facts = facts[:limit]
         if history:
             await self._ended_by(facts)

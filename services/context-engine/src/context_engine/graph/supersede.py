@@ -84,9 +84,12 @@ class TimelineFact:
         return canonical_name(self.target_name) or self.target_uuid
 
     @property
-    def order(self) -> tuple[datetime, datetime, str]:
+    def order(self) -> tuple[datetime, int, datetime, str]:
+        """Timeline order. Of two facts said at the same moment the "off" one counts as later:
+        "I love coffee but it gives me headaches" ends the liking whatever the uuids."""
         assert self.valid_at is not None
-        return self.valid_at, self.created_at, self.uuid
+        p = _timeline_spec(self.name)
+        return self.valid_at, int(p is not None and p.state == "off"), self.created_at, self.uuid
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +197,7 @@ class _Bucket:
 
     def __init__(self) -> None:
         self.facts: list[TimelineFact] = []
-        self.orders: list[tuple[datetime, datetime, str]] = []
+        self.orders: list[tuple[datetime, int, datetime, str]] = []
 
     def add(self, fact: TimelineFact) -> None:
         self.facts.append(fact)

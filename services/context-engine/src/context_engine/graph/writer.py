@@ -37,13 +37,14 @@ that a write that stops half-way is completed by running it again.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
 from context_engine.extract.base import Extraction
-from context_engine.extract.schema import canonical_name
+from context_engine.extract.schema import canonical_name, is_placeholder_speaker
 from context_engine.graph import facts as vocab
 from context_engine.graph.base import GraphWrite, InvalidatedFact, SessionEpisode
 from context_engine.graph.driver import run, unavailable_errors
@@ -150,8 +151,10 @@ def plan_session(group_id: str, episode: SessionEpisode, extraction: Extraction)
     by_name: dict[str, list[PlannedNode]] = {}
     speaker_of = {s.segment_id: s.speaker for s in episode.segments}
 
-    def add_node(entity_type: str, name: str, sensitivity: str = "open") -> PlannedNode:
-        uuid = vocab.node_uuid(group_id, entity_type, name)
+    def add_node(
+        entity_type: str, name: str, sensitivity: str = "open", scope: str = ""
+    ) -> PlannedNode:
+        uuid = vocab.node_uuid(group_id, entity_type, f"{name}\x1f{scope}" if scope else name)
         node = plan.nodes.get(uuid)
         if node is None:
             node = plan.nodes[uuid] = PlannedNode(uuid, " ".join(name.split()), entity_type)
@@ -161,6 +164,10 @@ def plan_session(group_id: str, episode: SessionEpisode, extraction: Extraction)
         return node
 
     def resolve(name: str, default_type: str) -> PlannedNode:
+        if is_placeholder_speaker(name):
+            # "SPEAKER_00" is someone else in every session: one node per session, so a fact
+            # of one never ends another's (ADR 0017)
+            return add_node(default_type, name, scope=episode.session_id)
         known = by_name.get(canonical_name(name))
         if known:
             rank = {t: i for i, t in enumerate(vocab.TYPE_PRIORITY)}
@@ -527,9 +534,11 @@ class GraphWriter:
         rows = {u: r for u, r in (await self._load_timelines(touched)).items() if u not in removed}
         timeline = {u: _timeline_fact(r) for u, r in rows.items()}
         timeline.update(planned)
+        # CPU-bound on a long history (thousands of one subject's facts): off the event loop
+        verdicts = await asyncio.to_thread(resolve_timeline, list(timeline.values()))
         changes = [
             (timeline[uuid], verdict)
-            for uuid, verdict in resolve_timeline(timeline.values()).items()
+            for uuid, verdict in verdicts.items()
             if changed(timeline[uuid], verdict)
         ]
         sessions = await self._sessions_of(changes, timeline, rows)
