@@ -119,6 +119,7 @@ async def test_a_place_ner_found_once_counts_in_every_session(
     assert place["episode_count"] == 4
     assert place["first_seen"] == T0 and place["last_seen"] == T0 + timedelta(days=35)
     assert place["confidence"] == 0.9  # the NER mention's; string matches never raise it
+    assert place["properties"].get("source") != "known"  # the entity keeps its own properties
     found = await mentions(db, "Koramangala")
     assert [m["session_id"] for m in found] == ["s1", "s2", "s3", "s4"]
     s2 = found[1]

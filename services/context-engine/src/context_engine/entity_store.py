@@ -98,10 +98,15 @@ async def _upsert_entities(
             episode_count=1,
         )
         new, old = stmt.excluded.sensitivity, t.c.sensitivity
+        # a name matched again (known_mentions.py) says nothing new about the entity: its
+        # properties stay those the extractors gave it
+        known = e.properties.get("source") == "known"
         stmt = stmt.on_conflict_do_update(
             constraint="uq_entities_type_canonical_name",
             set_={
-                "properties": t.c.properties.op("||")(stmt.excluded.properties),
+                "properties": (
+                    t.c.properties if known else t.c.properties.op("||")(stmt.excluded.properties)
+                ),
                 # the most restrictive sensitivity any mention was given wins
                 "sensitivity": case(
                     (or_(new == "sensitive", old == "sensitive"), "sensitive"),
