@@ -211,3 +211,27 @@ def test_diarization_labels_are_no_people(extractor: FastExtractor) -> None:
     assert not [e for e in out.entities if e.name.startswith("SPEAKER")]
     # the facts stay (the graph keeps a label's node to its session: test_graph_writer)
     assert ("SPEAKER_00", "lives_in", "Pune") in triples(out.relations)
+
+
+def test_relations_said_to_the_person_spoken_to(extractor: FastExtractor) -> None:
+    rels = say(
+        extractor,
+        ("Imran", "Happy birthday!"),
+        ("Kavya", "Thanks. You're my best friend, you know. Sana and I are roommates now."),
+        ("Imran", "Hi Mom! I broke up with Zoya last week."),
+    )
+    got = triples(rels)
+    assert ("Kavya", "friend", "Imran") in got
+    assert ("Kavya", "roommate", "Sana") in got
+    assert ("Imran", "parent", "Kavya") in got  # "Hi Mom!" said to the other party
+    assert ("Imran", "ex_partner", "Zoya") in got
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["You're like my sister.", "I broke up with him.", "We're married, Imran and I, you know."],
+)
+def test_dialogue_readings_that_would_guess(extractor: FastExtractor, text: str) -> None:
+    rels = say(extractor, ("Imran", "So?"), ("Kavya", text))
+    assert not [r for r in rels if r.predicate in ("sibling", "ex_partner")], rels
+    assert not [r for r in rels if r.predicate == "spouse" and r.object == "Imran"], rels

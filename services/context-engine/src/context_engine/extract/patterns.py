@@ -427,7 +427,7 @@ _WE_ARE = re.compile(
     re.IGNORECASE,
 )
 _FRIENDSHIP = re.compile(r"\b(?:my|our) friendship with you\b", re.IGNORECASE)
-# "I broke up with Ross", "I'm dating Paul", "I dumped him"
+# "I broke up with Ross", "I'm dating Paul", "I dumped you" (not "him"/"her": see below)
 _PARTNER_VERB = re.compile(
     rf"\bI(?:'m| am| was|'ve| have)?\s+(?:just\s+|finally\s+|still\s+|been\s+)*"
     rf"(broke up with|break up with|breaking up with|split up with|dumped|dating|"
@@ -456,7 +456,7 @@ def find_dialogue_relations(
 ) -> Iterator[ExtractedRelation]:
     """Relations between the speaker and someone else said without an "X is my Y" name: "you
     are my best friend" (the addressee), "she's my sister" (the person mentioned last), "Ravi
-    and I are friends", "I broke up with him", "Hi Mom!" (the addressee is the speaker's
+    and I are friends", "I broke up with Ross", "Hi Mom!" (the addressee is the speaker's
     parent). Nothing is yielded without the speaker and the other person resolved."""
     me = segment.speaker.strip()
     if not me:
@@ -491,8 +491,10 @@ def find_dialogue_relations(
         yield from rel(me, "friend", addressee, "you", m)
     for m in _PARTNER_VERB.finditer(text):
         who = m.group(2)
-        other = {"you": addressee, "him": last_person, "her": last_person}.get(who.lower(), who)
-        how = "named" if other == who else ("you" if who.lower() == "you" else "pronoun")
+        if who.lower() in ("him", "her"):
+            continue  # the last person named is too often someone else (DialogRE: 0 of 2)
+        other = addressee if who.lower() == "you" else who
+        how = "you" if who.lower() == "you" else "named"
         yield from rel(me, _PARTNER_VERBS[m.group(1).lower()], other, how, m)
     for m in _PARENT_ADDRESSED.finditer(text):
         yield from rel(me, "parent", addressee, "parent", m)

@@ -661,8 +661,8 @@ class StatementRules:
     def _marry(self, verb: Token, sent: Span, subject: tuple[str, str] | None, subj_tok: Token,
                ended: bool) -> None:  # fmt: skip
         """ "I'm married to Priya", "Priya and I got married" (no date: a wedding is an event)."""
-        if any(c.lower_ in ("almost", "nearly") for c in verb.children):
-            return  # "they almost got married"
+        if any(t.lower_ in ("almost", "nearly") for t in verb.doc[max(0, verb.i - 3) : verb.i]):
+            return  # "they almost got married" ("almost" hangs from "got")
         partners: list[tuple[str, str]] = []
         for obj in _pobj(verb, "to"):
             if (who := _who(obj, self.speech)) is not None:
