@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import platform
 import shlex
+import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -77,3 +78,19 @@ def print_footer(extra: str = "") -> None:
     console.print(f"date:    {datetime.now(UTC).isoformat(timespec='seconds')}")
     console.print(f"machine: {machine_line(extra)}", soft_wrap=True)
     console.print(f"command: {command_line()}", soft_wrap=True)
+
+
+def code_line(engine_dir: str = "services/context-engine/src") -> str:
+    """The commit measured, and whether the engine's files differed from it (figures move
+    with the code)."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = git("status", "--porcelain", "--", engine_dir)
+    return f"code: {commit}" + (
+        ", with uncommitted changes in services/context-engine" if dirty else ""
+    )

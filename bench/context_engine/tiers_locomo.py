@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -53,12 +52,19 @@ from common import (
     report_log,
     workdir,
 )
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
 # bench/locomo/locomo_recall.py: LoCoMo loading, JSONL writing, FalkorDB, one database each.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "locomo"))
-from locomo_recall import _PROGRESS, Conversation, create_database, falkordb, load, write_sessions
+from locomo_recall import (
+    Conversation,
+    create_database,
+    falkordb,
+    load,
+    wait_indexed,
+    write_sessions,
+)
+from machine import code_line
 
 from context_engine.config import Settings
 from context_engine.tiers import (
@@ -71,22 +77,6 @@ from context_engine.tiers import (
 )
 
 PAGE = 500  # GET /v1/entities' largest page
-
-
-def code_line() -> str:
-    """The commit measured, and whether the engine's files differed from it (figures move
-    with the extractor)."""
-    root = Path(__file__).resolve().parents[2]
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
-        return done.stdout.strip() if done.returncode == 0 else ""
-
-    commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    dirty = git("status", "--porcelain", "--", "services/context-engine/src")
-    return f"code: {commit}" + (
-        ", with uncommitted changes in services/context-engine" if dirty else ""
-    )
 
 
 @dataclass
@@ -201,41 +191,6 @@ class Memory:
 # --- the engine -----------------------------------------------------------------------------
 
 
-async def wait_stages(database_url: str, conv: Conversation, timeout_s: float) -> float:
-    """Until every turn is stored and every session extracted and graphed (locomo_recall's
-    progress query; no vectors here). Returns the seconds it took."""
-    engine = make_engine(database_url, pool_size=1)
-    started = time.monotonic()
-    stages = {
-        "segments": ("ingested", conv.turns),
-        "extracted": ("extracted", len(conv.sessions)),
-        "graphed": ("graphed", len(conv.sessions)),
-    }
-    try:
-        with Progress(
-            "  {task.description:<10}",
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-        ) as progress:
-            tasks = {k: progress.add_task(label, total=n) for k, (label, n) in stages.items()}
-            while True:
-                async with engine.connect() as conn:
-                    row = (await conn.execute(_PROGRESS)).one()
-                if row.failed:
-                    raise RuntimeError(f"a stage failed: {row.failed}")
-                for name, task in tasks.items():
-                    progress.update(task, completed=getattr(row, name))
-                if all(progress.tasks[t].finished for t in tasks.values()):
-                    return time.monotonic() - started
-                if time.monotonic() - started > timeout_s:
-                    raise TimeoutError(f"{conv.sample_id} not indexed after {timeout_s:.0f} s")
-                await asyncio.sleep(0.5)
-    finally:
-        await engine.dispose()
-
-
 def _get(client: httpx.Client, path: str, **params: object) -> dict[str, Any]:
     r = client.get(path, params=params)
     r.raise_for_status()
@@ -298,7 +253,9 @@ async def ingest_one(
     )
     with engine:
         as_of = write_sessions(conv, transcripts, home / "staging")
-        index_s = await wait_stages(database_url, conv, index_timeout_s)
+        index_s = await wait_indexed(
+            database_url, conv, graph=True, timeout_s=index_timeout_s, vectors=False
+        )
         run, stats, entities, consolidate_s = read_memory(engine, as_of, policy)
         report_log(engine.log_events(), f"{conv.sample_id} engine log")
     return Memory(conv, as_of, entities, run, stats, index_s, consolidate_s)

@@ -85,7 +85,6 @@ import operator
 import random
 import re
 import statistics
-import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
@@ -98,7 +97,7 @@ import typer
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/machine.py
-from machine import console, print_footer, print_header
+from machine import code_line, console, print_footer, print_header
 
 from context_engine.extract.base import Extraction
 from context_engine.extract.fast import FastExtractor, person_shape
@@ -179,22 +178,6 @@ OTHER_OURS = {
 }
 TARGET_RECALL, TARGET_PRECISION = 0.40, 0.70
 TARGET_SEGMENTS_S = 200
-
-
-def code_line() -> str:
-    """The commit measured, and whether the engine's files differed from it (figures move
-    with the extractor)."""
-    root = Path(__file__).resolve().parents[2]
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
-        return done.stdout.strip() if done.returncode == 0 else ""
-
-    commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    dirty = git("status", "--porcelain", "--", "services/context-engine/src")
-    return f"code: {commit}" + (
-        ", with uncommitted changes in services/context-engine" if dirty else ""
-    )
 
 
 # --- matching -------------------------------------------------------------------------------

@@ -252,10 +252,11 @@ _PROGRESS = text(
 
 
 async def wait_indexed(
-    database_url: str, conv: Conversation, graph: bool, timeout_s: float
+    database_url: str, conv: Conversation, graph: bool, timeout_s: float, *, vectors: bool = True
 ) -> float:
-    """Poll the memory's own tables until every turn is stored and embedded and every session
-    extracted (and graphed); a progress bar per stage. Returns the seconds it took."""
+    """Poll the memory's own tables until every turn is stored (and embedded, with `vectors`)
+    and every session extracted (and graphed); a progress bar per stage. Returns the seconds it
+    took."""
     engine = make_engine(database_url, pool_size=1)
     started = time.monotonic()
     sessions = len(conv.sessions)
@@ -266,9 +267,10 @@ async def wait_indexed(
         ) as progress:  # fmt: skip
             tasks = {
                 "segments": progress.add_task("ingested", total=conv.turns),
-                "vectors": progress.add_task("embedded", total=conv.turns),
                 "extracted": progress.add_task("extracted", total=sessions),
             }
+            if vectors:
+                tasks["vectors"] = progress.add_task("embedded", total=conv.turns)
             if graph:
                 tasks["graphed"] = progress.add_task("graphed", total=sessions)
             while True:

@@ -7,6 +7,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -40,19 +41,28 @@ def postgres_url(postgres_server: tuple[str, str]) -> str:
     return _url(postgres_server, "postgres")
 
 
+async def _admin(server: tuple[str, str], statement: str) -> None:
+    socket_dir, user = server
+    conn = await asyncpg.connect(host=socket_dir, user=user, database="postgres")
+    try:
+        await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+@asynccontextmanager
+async def fresh_database(server: tuple[str, str]) -> AsyncIterator[str]:
+    """A new, empty database on the test server (its URL), dropped afterwards."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    await _admin(server, f'CREATE DATABASE "{name}"')
+    try:
+        yield _url(server, name)
+    finally:
+        await _admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture
 async def db_url(postgres_server: tuple[str, str]) -> AsyncIterator[str]:
     """A fresh, empty database of its own for one test."""
-    socket_dir, user = postgres_server
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    conn = await asyncpg.connect(host=socket_dir, user=user, database="postgres")
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    yield _url(postgres_server, name)
-    conn = await asyncpg.connect(host=socket_dir, user=user, database="postgres")
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
+    async with fresh_database(postgres_server) as url:
+        yield url

@@ -22,9 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
-import asyncpg
 import pytest
 import pytest_asyncio
 from engine_harness import (
@@ -35,6 +33,7 @@ from engine_harness import (
     start_graph_engine,
     write_conversation,
 )
+from pg_harness import fresh_database
 
 pytestmark = [pytest.mark.platform, pytest.mark.asyncio(loop_scope="module")]
 
@@ -149,19 +148,8 @@ def segment_id(at: tuple[str, int]) -> str:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def database(postgres_server: tuple[str, str]) -> AsyncIterator[str]:
     """A fresh database for this module (pg_harness's db_url is per test)."""
-    socket_dir, user = postgres_server
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    conn = await asyncpg.connect(host=socket_dir, user=user, database="postgres")
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    yield f"postgresql+asyncpg://{user}@/{name}?host={quote(socket_dir)}"
-    conn = await asyncpg.connect(host=socket_dir, user=user, database="postgres")
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
+    async with fresh_database(postgres_server) as url:
+        yield url
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
