@@ -66,7 +66,16 @@ from context_engine.extract.schema import (
     is_placeholder_speaker,
 )
 from context_engine.extract.spacy_model import PARSE_COMPONENTS, get_nlp
-from context_engine.extract.statements import PETS, PRAISE, ROLES, Speech, statements
+from context_engine.extract.statements import (
+    ACTIVITIES,
+    DRINKS,
+    PETS,
+    PRAISE,
+    ROLES,
+    SPORTS,
+    Speech,
+    statements,
+)
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -285,6 +294,23 @@ _PARSE_CUES = re.compile(
     r")\b",
     re.IGNORECASE,
 )
+# Recurring concepts said in passing ("we went camping again", "my pottery class") are topics
+# too, so they are counted and tiered although no fact names them: the drinks, sports and
+# hobbies statements.py knows, less words that are as often something else ("running late",
+# "reading the email", "pool", "bridge", "table", "water").
+_TOPIC_WORDS = sorted(
+    (DRINKS | SPORTS | ACTIVITIES)
+    - set(
+        "water table bridge pool video games running walking reading writing lifting "
+        "meditating squash drums coke".split()
+    ),
+    key=len,
+    reverse=True,
+)
+_TOPIC_MENTION = re.compile(rf"\b({'|'.join(re.escape(w) for w in _TOPIC_WORDS)})\b", re.IGNORECASE)
+# Below relation topics (0.7): a word said, not a fact about it; above the topic gate (0.5).
+TOPIC_MENTION_CONFIDENCE = 0.55
+
 # Confidence of an entity named as a fact's object ("works at Infosys" → Infosys, organisation)
 # — the words around it say what it is, which NER's label for one capitalised word does not.
 OBJECT_ENTITY_CONFIDENCE = 0.8
@@ -515,6 +541,8 @@ class FastExtractor:
                     extra["due"] = iso_day(due)
                 entity = replace(entity, properties={**entity.properties, **extra})
             session.entities.append(entity)
+        for m in _TOPIC_MENTION.finditer(seg.text):
+            add("topic", m.group(1).lower(), TOPIC_MENTION_CONFIDENCE, m.start(), source="lexicon")
         for event in _dated_events(seg, dates):
             if on := resolve(str(event.properties.get("when", "")), seg.spoken_at):
                 event = replace(event, properties={**event.properties, "date": iso_day(on)})
