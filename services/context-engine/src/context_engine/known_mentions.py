@@ -51,7 +51,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from context_engine.entity_store import SessionText
 from context_engine.extract.base import Extraction
-from context_engine.extract.patterns import normalise_text, not_a_name, sentence_bounds
+from context_engine.extract.patterns import (
+    normalise_text,
+    not_a_name,
+    sentence_at,
+    sentence_bounds,
+    singular,
+)
 from context_engine.extract.schema import (
     CONFIDENCE_GATES,
     EntityType,
@@ -72,7 +78,6 @@ SOURCE = "known"
 KNOWN_MARGIN = 0.05
 MAX_WORDS = 4
 MIN_CHARS = 3
-MAX_EVIDENCE = 300
 
 _TOKEN = re.compile(r"\S+")
 _LEFT_EDGE = re.compile(r"^[^\w]+")
@@ -179,17 +184,6 @@ def _ngrams(tokens: Sequence[_Token], i: int) -> Iterator[tuple[int, str, list[s
         yield n, f"{head} {u.k_last}", [*words, u.last]
         if u.k_last_bare:
             yield n, f"{head} {u.k_last_bare}", [*words, _POSSESSIVE.sub("", u.last)]
-
-
-def singular(word: str) -> str:
-    """A plural's singular by spelling (enough for topics: shoes, berries, boxes, classes)."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if word.endswith(("sses", "ches", "shes", "xes", "zes")):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
 
 
 def plural(word: str) -> str:
@@ -397,16 +391,11 @@ def find_known(
                     taken = n  # ambiguous or not, the words are taken
                     if len(fits) == 1 and fits[0].id not in found:
                         bounds = bounds if bounds is not None else sentence_bounds(said)
-                        evidence = _sentence(said, tokens[i].start, bounds)
+                        evidence = sentence_at(said, tokens[i].start, bounds)
                         found[fits[0].id] = _mention(fits[0], evidence, seg)
                     break
             i += taken or 1
     return list(found.values())
-
-
-def _sentence(said: str, offset: int, bounds: Sequence[tuple[int, int]]) -> str:
-    start, end = next(((s, e) for s, e in bounds if s <= offset < e), (0, len(said)))
-    return " ".join(said[start:end].split())[:MAX_EVIDENCE]
 
 
 def _mention(e: KnownEntity, evidence: str, seg: SegmentText) -> ExtractedEntity:

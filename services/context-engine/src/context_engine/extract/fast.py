@@ -42,9 +42,10 @@ from typing import TYPE_CHECKING, Any
 
 from context_engine import predicates
 from context_engine.extract.base import Extraction
-from context_engine.extract.dates import iso_day, resolve
+from context_engine.extract.dates import iso_day, resolve, warm_up
 from context_engine.extract.emotion import emotion_of, names_a_feeling
 from context_engine.extract.patterns import (
+    MAX_EVIDENCE,
     NOT_NAMES,
     find_dialogue_relations,
     find_entity_spans,
@@ -54,7 +55,10 @@ from context_engine.extract.patterns import (
     normalise_text,
     not_a_name,
     relation_mentions,
+    sentence_at,
     sentence_bounds,
+    sentence_index,
+    singular,
 )
 from context_engine.extract.schema import (
     CONFIDENCE_GATES,
@@ -85,7 +89,6 @@ VERSION = 2
 _NLP_LOCK = threading.Lock()
 MAX_CHARS = 10_000  # per segment: longer text is cut (NER cost grows with it)
 BATCH_SIZE = 64
-MAX_EVIDENCE = 300
 
 LABELS: dict[str, EntityType] = {
     "PERSON": "person",
@@ -413,7 +416,6 @@ class FastExtractor:
 
     def load(self) -> None:
         """Load the model (hashes checked) and VADER now instead of on the first session."""
-        from context_engine.extract.dates import warm_up
         from context_engine.extract.emotion import analyzer
 
         _ = self.nlp
@@ -491,7 +493,7 @@ class FastExtractor:
 
         def add(type_: EntityType, name: str, confidence: float, offset: int,
                 **properties: Any) -> None:  # fmt: skip
-            evidence = _sentence(seg.text, offset, bounds)
+            evidence = sentence_at(seg.text, offset, bounds)
             properties = {"speaker": seg.speaker, **properties}
             entity = ExtractedEntity(type_, name, confidence, evidence, properties,
                                      segment_id=seg.segment_id)  # fmt: skip
@@ -560,18 +562,19 @@ class FastExtractor:
             labels = {p.casefold(): p for p in session.pair or ()}
             if named.group(1).casefold() in labels:
                 spoken_to.append(labels[named.group(1).casefold()])
+        you = spoken_to[0] if spoken_to else addressee  # who "you" and "your" are
         session.relations.extend(
             find_relations(
                 seg,
                 people=people,
                 previous_person=session.last_person,
-                addressee=spoken_to[0] if spoken_to else addressee,
+                addressee=you,
             )
         )
         session.relations.extend(
             find_dialogue_relations(
                 seg,
-                addressee=spoken_to[0] if spoken_to else addressee,
+                addressee=you,
                 last_person=people[-1][1] if people else session.last_person,
             )
         )
@@ -581,7 +584,7 @@ class FastExtractor:
             speech = Speech(
                 speaker=seg.speaker.strip(),
                 segment_id=seg.segment_id,
-                addressee=spoken_to[0] if spoken_to else addressee,
+                addressee=you,
                 last_person=session.last_person,
                 spoken_at=seg.spoken_at,
                 people=tuple(people),
@@ -682,16 +685,6 @@ _GENERIC = frozenset({"positive", "negative"})
 _BRAND = re.compile(r"^((?:[A-Z][\w'&-]*\s+){1,2})([a-z][\w-]*(?:\s+[a-z][\w-]*){0,2})$")
 
 
-def _singular(word: str) -> str:
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    if word.endswith(("ches", "shes", "sses", "xes")):
-        return word[:-2]
-    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
-
-
 def _with_brand(rel: ExtractedRelation, text: str) -> list[ExtractedRelation]:
     """ "I love my Nike running shoes": the object is the brand (Nike), its category the thing
     (shoe), so "I switched from Nike" and "these Hoka shoes" speak of the same slot; "my"
@@ -703,7 +696,7 @@ def _with_brand(rel: ExtractedRelation, text: str) -> list[ExtractedRelation]:
     m = _BRAND.match(said)
     if m is None or any(not_a_name(w) for w in m.group(1).split()):
         return [rel]
-    properties = {**rel.properties, "category": _singular(m.group(2).split()[-1])}
+    properties = {**rel.properties, "category": singular(m.group(2).split()[-1])}
     branded = replace(rel, object=m.group(1).strip(), properties=properties)
     out = [branded]
     if rel.predicate == "likes" and text[:at].rstrip().lower().endswith(("my", "our")):
@@ -715,7 +708,7 @@ def _object_entities(
     relations: list[ExtractedRelation], speakers: dict[str, str]
 ) -> list[ExtractedEntity]:
     """Entities for what facts are about: a place, organisation or person object by its
-    predicate; anything else (coffee, tennis, Hoka) a topic. Owned things also as `owns`."""
+    predicate's object type; anything else (coffee, tennis, Hoka, a pet) a topic."""
     found: list[ExtractedEntity] = []
     for r in relations:
         if is_placeholder_speaker(r.object):
@@ -723,8 +716,6 @@ def _object_entities(
         spec = predicates.spec(r.predicate)
         kind = spec.object_type if spec is not None else "topic"
         if kind not in ("person", "place", "organization", "topic"):
-            kind = "topic"
-        if kind == "person" and spec is not None and spec.name == "pet":
             kind = "topic"
         confidence = TOPIC_CONFIDENCE if kind == "topic" else OBJECT_ENTITY_CONFIDENCE
         properties: dict[str, Any] = {
@@ -757,20 +748,6 @@ def _unique(relations: list[ExtractedRelation]) -> list[ExtractedRelation]:
     return list(best.values())
 
 
-def _sentence_index(offset: int, bounds: list[tuple[int, int]]) -> int:
-    for i, (start, end) in enumerate(bounds):
-        if start <= offset < end:
-            return i
-    return len(bounds) - 1
-
-
-def _sentence(text: str, offset: int, bounds: list[tuple[int, int]]) -> str:
-    if not bounds:
-        return " ".join(text.split())[:MAX_EVIDENCE]
-    start, end = bounds[_sentence_index(offset, bounds)]
-    return " ".join(text[start:end].split())[:MAX_EVIDENCE]
-
-
 def _when(
     start: int, end: int, dates: list[Span], bounds: list[tuple[int, int]], text: str
 ) -> str | None:
@@ -778,8 +755,8 @@ def _when(
     are one ("tomorrow" "morning" → "tomorrow morning")."""
     inside = [d for d in dates if d.start_char >= start and d.end_char <= end]
     if not inside and bounds:
-        i = _sentence_index(start, bounds)
-        inside = [d for d in dates if _sentence_index(d.start_char, bounds) == i]
+        i = sentence_index(start, bounds)
+        inside = [d for d in dates if sentence_index(d.start_char, bounds) == i]
     if not inside:
         return None
     first, last = inside[0], inside[0]

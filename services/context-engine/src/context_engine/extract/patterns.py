@@ -680,3 +680,37 @@ def _sentences(text: str) -> Iterator[tuple[str, int]]:
 def sentence_bounds(text: str) -> list[tuple[int, int]]:
     """(start, end) of each sentence in a text (split after . ? !)."""
     return [(m.start(), m.end()) for m in _SENTENCE.finditer(text)]
+
+
+# Characters of a sentence kept as an entity's or a fact's evidence.
+MAX_EVIDENCE = 300
+
+
+def sentence_index(offset: int, bounds: Sequence[tuple[int, int]]) -> int:
+    """Which of `bounds` (sentence_bounds) holds the character at `offset` (the last one when
+    none does)."""
+    for i, (start, end) in enumerate(bounds):
+        if start <= offset < end:
+            return i
+    return len(bounds) - 1
+
+
+def sentence_at(text: str, offset: int, bounds: Sequence[tuple[int, int]]) -> str:
+    """The sentence holding `offset`, whitespace collapsed and cut to MAX_EVIDENCE (the whole
+    text when it has no sentences)."""
+    if not bounds:
+        return " ".join(text.split())[:MAX_EVIDENCE]
+    start, end = bounds[sentence_index(offset, bounds)]
+    return " ".join(text[start:end].split())[:MAX_EVIDENCE]
+
+
+def singular(word: str) -> str:
+    """A plural's singular by spelling (enough for topics and categories: shoes, berries,
+    boxes, classes)."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if word.endswith(("sses", "ches", "shes", "xes", "zes")):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word

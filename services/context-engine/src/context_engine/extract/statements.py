@@ -36,7 +36,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from context_engine.extract.dates import iso_day, resolve
-from context_engine.extract.patterns import not_a_name
+from context_engine.extract.patterns import MAX_EVIDENCE, not_a_name
 from context_engine.extract.schema import ExtractedRelation
 from context_engine.predicates import is_single_valued
 from her_os_shared.logging import get_logger
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from spacy.tokens import Doc, Span, Token
 
 log = get_logger(__name__)
-MAX_EVIDENCE = 300
 
 # Confidence by how the subject was found (as for person–person relations in patterns.py).
 SUBJECT_CONFIDENCE = {"speaker": 0.85, "we": 0.75, "named": 0.8, "addressee": 0.65,
@@ -116,7 +115,6 @@ _NOT_NAMED = frozenset({"DATE", "TIME", "MONEY", "QUANTITY", "CARDINAL", "ORDINA
 _ORG_ENTS = frozenset({"ORG", "FAC"})
 _FUTURE = frozenset({"will", "'ll", "shall", "would", "'d", "could", "might", "should", "may",
                      "can", "must", "wanna", "gonna"})  # fmt: skip
-_PAST_MARKERS = frozenset({"used"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,12 +268,18 @@ def _span_of(tok: Token) -> str:
     return " ".join([*parts, tok.text])
 
 
-def _place(tok: Token) -> str | None:
-    """A place named where a verb's cue says one stands ("moved to X", "lives in X")."""
-    if tok.ent_type_ in _PLACE_ENTS or (tok.pos_ == "PROPN" and tok.ent_type_ not in _NOT_NAMED):
+def _named(tok: Token, labels: frozenset[str]) -> str | None:
+    """The name a token stands for where a verb's cue says what it is: an entity of one of
+    `labels`, or any proper noun NER gave no numeric or time label."""
+    if tok.ent_type_ in labels or (tok.pos_ == "PROPN" and tok.ent_type_ not in _NOT_NAMED):
         name = _span_of(tok)
         return name if name[:1].isupper() and not not_a_name(name.split()[0]) else None
     return None
+
+
+def _place(tok: Token) -> str | None:
+    """A place named where a verb's cue says one stands ("moved to X", "lives in X")."""
+    return _named(tok, _PLACE_ENTS)
 
 
 def _org(tok: Token, *, person_ok: bool = False) -> str | None:
@@ -284,10 +288,7 @@ def _org(tok: Token, *, person_ok: bool = False) -> str | None:
     else (`person_ok`: "I joined Zomato", where the small model says PERSON)."""
     if tok.ent_type_ == "PERSON" and not person_ok:
         return None
-    if tok.ent_type_ in _ORG_ENTS or (tok.pos_ == "PROPN" and tok.ent_type_ not in _NOT_NAMED):
-        name = _span_of(tok)
-        return name if name[:1].isupper() and not not_a_name(name.split()[0]) else None
-    return None
+    return _named(tok, _ORG_ENTS)
 
 
 def _pobj(verb: Token, *preps: str) -> Iterator[Token]:

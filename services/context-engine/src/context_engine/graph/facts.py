@@ -24,8 +24,6 @@ from context_engine.extract.schema import canonical_name
 # uuid5 namespace of every id the writer derives (fixed forever: ids must not change).
 NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://her-os.local/graph")
 
-NOUN_PREDICATES = frozenset(p.name for p in predicates.PREDICATES.values() if p.noun)
-
 # Words that are not names: a relation whose end is one of these was not resolved to a person
 # by the extractor ("her brother Arjun" → (her, sibling, Arjun)) and is not written.
 PRONOUNS = frozenset(
@@ -61,11 +59,6 @@ def normalise_predicate(predicate: str) -> str:
 def edge_name(predicate: str) -> str:
     """graphiti's edge name for a predicate: "likes" → "LIKES"."""
     return normalise_predicate(predicate).upper()
-
-
-def predicate_of(name: str) -> str:
-    """The predicate of an edge name: "LIKES" → "likes"."""
-    return normalise_predicate(name)
 
 
 def fact_sentence(subject: str, predicate: str, obj: str) -> str:
