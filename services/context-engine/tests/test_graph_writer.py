@@ -622,3 +622,18 @@ def test_a_diarization_label_is_someone_else_in_every_session() -> None:
     # named person is one node across sessions
     assert sources[0]["SPEAKER_00"] != sources[1]["SPEAKER_00"]
     assert sources[0]["Ravi"] == sources[1]["Ravi"]
+
+
+def test_valid_from_is_read_as_utc_or_not_at_all() -> None:
+    from datetime import date
+
+    from context_engine.graph.writer import parse_valid_from
+
+    midnight = datetime(2026, 5, 5, tzinfo=UTC)
+    assert parse_valid_from("2026-05-05") == midnight
+    assert parse_valid_from(" 2026-05-05 ") == midnight
+    assert parse_valid_from(date(2026, 5, 5)) == midnight
+    assert parse_valid_from("2026-05-05T10:30:00") == midnight + timedelta(hours=10, minutes=30)
+    assert parse_valid_from("2026-05-05T10:30:00+05:30") == midnight + timedelta(hours=5)
+    for unreadable in ("last week", "", "   ", None, 12):
+        assert parse_valid_from(unreadable) is None

@@ -82,14 +82,12 @@ EDGE_PROPERTIES = ("category", "when", "valid_from", "source")
 def parse_valid_from(value: Any) -> datetime | None:
     """A relation's `valid_from` (ISO date or datetime) as aware UTC; a date is its midnight
     UTC, a naive datetime is taken as UTC. None when absent or unreadable."""
-    if isinstance(value, datetime):
-        return utc(value)
-    if isinstance(value, date):
+    if isinstance(value, date) and not isinstance(value, datetime):
         return datetime(value.year, value.month, value.day, tzinfo=UTC)
-    if not isinstance(value, str) or not value.strip():
-        return None
+    if isinstance(value, str):
+        value = value.strip() or None
     try:
-        return utc(datetime.fromisoformat(value.strip()))
+        return to_datetime(value)  # graphiti's own times are read the same way
     except ValueError:
         return None
 
