@@ -57,7 +57,11 @@ from rich.table import Table
 # bench/locomo/locomo_recall.py: LoCoMo loading, JSONL writing, FalkorDB, one database each.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "locomo"))
 from locomo_recall import (
+    DEFAULT_DATA,
+    CaptionsOption,
     Conversation,
+    ConversationsOption,
+    DataOption,
     create_database,
     falkordb,
     load,
@@ -432,15 +436,9 @@ async def run(
 
 
 def main(
-    data: Annotated[Path, typer.Option(help="folder with locomo-dev.json")] = Path(
-        "../shared/data/locomo"
-    ),
-    conversations: Annotated[
-        int | None, typer.Option(help="only the first N conversations")
-    ] = None,
-    captions: Annotated[
-        bool, typer.Option(help="keep shared-photo captions in the turn text")
-    ] = True,
+    data: DataOption = DEFAULT_DATA,
+    conversations: ConversationsOption = None,
+    captions: CaptionsOption = True,
     limit: Annotated[int, typer.Option(help="rows printed per entity table")] = 60,
     keep: KeepOption = False,
     index_timeout: Annotated[float, typer.Option(help="seconds to wait for indexing")] = 900,

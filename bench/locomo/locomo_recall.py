@@ -653,16 +653,17 @@ async def _version(url: str) -> str:
         await engine.dispose()
 
 
+# The options every LoCoMo benchmark takes (tiers_locomo.py too).
+DataOption = Annotated[Path, typer.Option(help="folder with locomo-dev.json")]
+DEFAULT_DATA = Path("../shared/data/locomo")
+ConversationsOption = Annotated[int | None, typer.Option(help="only the first N conversations")]
+CaptionsOption = Annotated[bool, typer.Option(help="keep shared-photo captions in the turn text")]
+
+
 def main(
-    data: Annotated[Path, typer.Option(help="folder with locomo-dev.json")] = Path(
-        "../shared/data/locomo"
-    ),
-    conversations: Annotated[
-        int | None, typer.Option(help="only the first N conversations")
-    ] = None,
-    captions: Annotated[
-        bool, typer.Option(help="keep shared-photo captions in the turn text")
-    ] = True,
+    data: DataOption = DEFAULT_DATA,
+    conversations: ConversationsOption = None,
+    captions: CaptionsOption = True,
     graph: Annotated[bool, typer.Option(help="run FalkorDB and the graph leg")] = True,
     sweep: Annotated[
         list[str] | None,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -25,6 +25,8 @@ from her_os_shared.jsonl import append_records
 from her_os_shared.transcript import Segment, TranscriptPayload
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
     from context_engine.graph import KnowledgeGraph
 
 TOKEN = "t" * 32
@@ -181,3 +183,38 @@ def write_conversation(
         session_id=session_id, device_id="dev1", session_started_at=started_at, segments=segments
     )
     return append_records(transcripts_dir, session_id, [payload])
+
+
+async def insert_session(
+    db: AsyncEngine,
+    sid: str,
+    start: datetime,
+    texts: Sequence[str],
+    *,
+    speaker: str,
+    segment_id: str = "{sid}-{i}",
+) -> None:
+    """A finished session straight into PostgreSQL (no JSONL, no engine): one segment per
+    text, 10 s apart, spoken from `start`; segment ids from `segment_id` ({sid}, {i})."""
+    async with db.begin() as conn:
+        await conn.execute(
+            text("INSERT INTO sessions (session_id, device_id, started_at) VALUES (:s, 'd', :t)"),
+            {"s": sid, "t": start},
+        )
+        for i, words in enumerate(texts):
+            await conn.execute(
+                text(
+                    "INSERT INTO segments (session_id, segment_id, speaker, text, start_s, end_s,"
+                    " spoken_at, stt_engine, source_offset)"
+                    " VALUES (:s, :g, :who, :x, :a, :b, :at, 'test', 0)"
+                ),
+                {
+                    "s": sid,
+                    "g": segment_id.format(sid=sid, i=i),
+                    "who": speaker,
+                    "x": words,
+                    "a": i * 10.0,
+                    "b": i * 10.0 + 5,
+                    "at": start + timedelta(seconds=i * 10),
+                },
+            )

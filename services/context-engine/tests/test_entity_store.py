@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from engine_harness import insert_session
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -31,27 +32,7 @@ async def engine(db_url: str) -> AsyncIterator[AsyncEngine]:
 
 
 async def add_session(engine: AsyncEngine, sid: str, start: datetime, *texts: str) -> None:
-    async with engine.begin() as conn:
-        await conn.execute(
-            text("INSERT INTO sessions (session_id, device_id, started_at) VALUES (:s, 'd', :t)"),
-            {"s": sid, "t": start},
-        )
-        for i, said in enumerate(texts):
-            await conn.execute(
-                text(
-                    "INSERT INTO segments (session_id, segment_id, speaker, text, start_s, end_s,"
-                    " spoken_at, stt_engine, source_offset)"
-                    " VALUES (:s, :g, 'Asha', :x, :a, :b, :at, 'test', 0)"
-                ),
-                {
-                    "s": sid,
-                    "g": f"g{i}",
-                    "x": said,
-                    "a": i * 10.0,
-                    "b": i * 10.0 + 5,
-                    "at": start + timedelta(seconds=i * 10),
-                },
-            )
+    await insert_session(engine, sid, start, texts, speaker="Asha", segment_id="g{i}")
 
 
 async def store(

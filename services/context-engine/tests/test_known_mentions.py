@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from engine_harness import insert_session
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -49,27 +50,7 @@ def said(
 
 
 async def add_session(db: AsyncEngine, sid: str, start: datetime, *texts: str) -> None:
-    async with db.begin() as conn:
-        await conn.execute(
-            text("INSERT INTO sessions (session_id, device_id, started_at) VALUES (:s, 'd', :t)"),
-            {"s": sid, "t": start},
-        )
-        for i, words in enumerate(texts):
-            await conn.execute(
-                text(
-                    "INSERT INTO segments (session_id, segment_id, speaker, text, start_s, end_s,"
-                    " spoken_at, stt_engine, source_offset)"
-                    " VALUES (:s, :g, 'user', :x, :a, :b, :at, 'test', 0)"
-                ),
-                {
-                    "s": sid,
-                    "g": f"{sid}-{i}",
-                    "x": words,
-                    "a": i * 10.0,
-                    "b": i * 10.0 + 5,
-                    "at": start + timedelta(seconds=i * 10),
-                },
-            )
+    await insert_session(db, sid, start, texts, speaker="user", segment_id="{sid}-{i}")
 
 
 async def extract(
