@@ -50,6 +50,15 @@ async def test_page_is_served_without_a_token_and_takes_it_from_the_query() -> N
     assert "innerHTML" not in page  # untrusted text is set as textContent only
 
 
+async def test_page_has_a_chat_box_that_streams_from_v1_chat() -> None:
+    async with client() as c:
+        page = (await c.get("/")).text
+    for needle in ('<form id="ask"', 'id="question"', 'id="send"', 'fetch("/v1/chat"'):
+        assert needle in page
+    assert "getReader()" in page and "session_id" in page  # the stream read; the session kept
+    assert "new EventSource" not in page  # it cannot POST or send the token header
+
+
 async def test_start_requires_the_token_and_returns_a_session_with_its_backends() -> None:
     async with client() as c:
         assert (await c.post("/start")).status_code == 401

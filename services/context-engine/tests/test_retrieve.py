@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from context_engine.query_facts import Knowledge
 from context_engine.retrieve import (
     AllLegsFailedError,
     Candidate,
@@ -266,3 +267,53 @@ async def test_a_legs_second_ranking_is_fused_on_its_own_weight(engine_db) -> No
     # Alone, the leg is its own ranking (a `legs=bm25` query shows what that leg finds).
     alone = await retriever.retrieve(replace(query(), legs=frozenset({"bm25"})))
     assert [r["segment_id"] for r in alone.results] == ["a", "b"] and leg.rankings_asked == 1
+
+
+def test_segments_behind_ended_facts_fall_and_behind_current_ones_rise() -> None:
+    ranked = {"bm25": [cand("old", 0.9), cand("plain", 0.8), cand("new", 0.7)]}
+    params = FusionParams(superseded_weight=0.5, current_fact_weight=1.5)
+    off = fuse(ranked, 3, params=FusionParams())
+    assert ids(off) == ["old", "plain", "new"]
+    out = fuse(ranked, 3, params=params, superseded={("s", "old")}, current={("s", "new")})
+    assert ids(out) == ["new", "plain", "old"]
+    # A weight of 1.0 switches each off.
+    same = fuse(ranked, 3, superseded={("s", "old")}, current={("s", "new")})
+    assert ids(same) == ids(off)
+
+
+class KnowledgeDouble:
+    """Test double of query_facts.QueryFacts: answers, fails or hangs."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+        self.available = True
+
+    async def lookup(self, q: ContextQuery, me: str | None = None) -> Knowledge:
+        if self.how == "fail":
+            raise RuntimeError("graph gone")
+        if self.how == "hang":
+            await asyncio.Event().wait()
+        return Knowledge(superseded_sources={("s", "a")}, current_sources={("s", "b")})
+
+
+async def test_knowledge_reorders_results_and_its_failure_only_drops_the_facts(
+    engine_db,
+) -> None:
+    legs = [AnsweringLegDouble("bm25", [cand("a"), cand("b")])]
+    params = FusionParams(superseded_weight=0.5)
+    kinds = {}
+    for how in ("ok", "fail", "hang"):
+        retriever = Retriever(
+            engine_db, legs, params=params, knowledge=KnowledgeDouble(how), leg_timeout_s=0.2
+        )
+        kinds[how] = await retriever.retrieve(query())
+    assert kinds["ok"].knowledge_status == "ok" and kinds["ok"].knowledge is not None
+    # One leg keeps its own scores; the superseded segment still falls below the other.
+    assert [r["segment_id"] for r in kinds["ok"].results] == ["b", "a"]
+    assert kinds["fail"].knowledge_status == "error" and kinds["fail"].knowledge is None
+    assert kinds["hang"].knowledge_status == "timeout"
+    for how in ("fail", "hang"):
+        assert [r["segment_id"] for r in kinds[how].results] == ["a", "b"]
+        assert kinds[how].legs == {"bm25": "ok"}
+    plain = await Retriever(engine_db, legs).retrieve(query())
+    assert plain.knowledge_status == "off" and plain.knowledge is None

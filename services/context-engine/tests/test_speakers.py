@@ -87,7 +87,15 @@ async def test_known_speakers_are_read_and_refreshed(db: AsyncEngine) -> None:
 
 
 async def test_an_empty_memory_has_no_speakers(db: AsyncEngine) -> None:
-    assert await KnownSpeakers(db).names() == frozenset()
+    speakers = KnownSpeakers(db)
+    assert await speakers.names() == frozenset()
+    assert await speakers.owner() is None
+
+
+async def test_the_owner_is_the_named_speaker_heard_most(db: AsyncEngine) -> None:
+    # A diarizer's label speaks most, but it names nobody: the owner is the named one.
+    await _add_session(db, "s1", ["SPEAKER_00"] * 5 + ["Ravi", "Asha", "Ravi", "Asha", "Asha"])
+    assert await KnownSpeakers(db).owner() == "Asha"
 
 
 async def test_the_vector_leg_embeds_the_question_without_the_speakers(

@@ -432,3 +432,96 @@ async def test_asking_about_the_drink_finds_the_switch(engine: Engine) -> None:
     )
     top = [x["segment_id"] for x in r["results"][:3]]
     assert segment_id(TEA_SWITCH) in top, [(x["segment_id"], x["text"]) for x in r["results"]]
+
+
+# --- what /v1/context knows (issue 24) --------------------------------------------------------
+
+
+async def context(engine: Engine, query: str, when: datetime, **params: object) -> dict[str, Any]:
+    return await get_json(
+        engine, "/v1/context", query=query, as_of=when.isoformat(), limit=10, **params
+    )
+
+
+async def test_context_answers_the_owner_with_what_is_true_now(engine: Engine) -> None:
+    # "I" is the owner: nobody configured him; he is the speaker heard most.
+    r = await context(engine, "Do I still like coffee?", day(LAST_DAY, 3))
+    assert r["facts_status"] == "ok"
+    named = {(s["type"], s["name"].casefold(), s["owner"]) for s in r["about"]}
+    assert ("person", OWNER.casefold(), True) in named, r["about"]
+    assert any(t == "topic" and n == "coffee" for t, n, _ in named), r["about"]
+    facts = r["facts"]
+    assert facts, r
+    # Only what is true at as_of, the switch first; nothing says he still likes coffee.
+    assert all(f["current"] and f["invalid_at"] is None for f in facts), brief(facts)
+    assert about(facts, OWNER, LIKING, "coffee") == [], brief(facts)
+    first = facts[0]
+    assert said_in(first) == {"s095"}, brief(facts)
+    assert at(first["since"]).date() == spoken(TEA_SWITCH).date()
+    # ... and it says what it replaced: the coffee he liked or drank before.
+    replaced = [x for f in facts for x in f["replaced"]]
+    assert any("coffee" in x["object"].casefold() for x in replaced), facts
+    assert all(at(x["invalid_at"]) <= at(first["since"]) for x in first["replaced"]), first
+    # The segment behind the current fact ranks above the ones behind the ended facts.
+    ids = [x["segment_id"] for x in r["results"]]
+    assert segment_id(TEA_SWITCH) in ids[:3], [(x["segment_id"], x["text"]) for x in r["results"]]
+
+
+async def test_context_facts_are_those_of_as_of(engine: Engine) -> None:
+    r = await context(engine, "Does Arjun like coffee?", day(90))
+    liked = about(r["facts"], OWNER, LIKING, "coffee")
+    assert liked, brief(r["facts"])
+    assert about(r["facts"], OWNER, LIKING, "tea") == [], brief(r["facts"])
+
+
+async def test_context_knows_where_a_named_person_lives(engine: Engine) -> None:
+    r = await context(engine, "Where does Kavya live these days?", day(LAST_DAY, 3))
+    assert [s["name"] for s in r["about"] if s["type"] == "person"] == ["Kavya"], r["about"]
+    homes = about(r["facts"], "Kavya", RESIDENCE, "")
+    assert [f["object"].casefold() for f in homes] == ["hyderabad"], brief(r["facts"])
+    assert any(x["object"].casefold() == "pune" for x in homes[0]["replaced"]), homes
+    # "me" overrides the owner: Meera asking about herself is not about Arjun.
+    mine = await context(engine, "Who am I married to?", day(LAST_DAY, 3), me="Meera")
+    assert [s["name"] for s in mine["about"] if s["owner"]] == ["Meera"], mine["about"]
+
+
+async def test_context_without_known_subjects_has_no_facts(engine: Engine) -> None:
+    r = await context(engine, "What happened with the release?", day(LAST_DAY, 3))
+    assert r["facts_status"] == "ok"
+    assert r["about"] == [] and r["facts"] == []
+    assert r["results"], r
+
+
+async def test_the_profile_says_who_someone_is(engine: Engine) -> None:
+    wife = await entity(engine, "person", "Meera")
+    p = await get_json(
+        engine, f"/v1/entities/{wife['id']}/profile", as_of=day(LAST_DAY, 3).isoformat()
+    )
+    assert p["entity"]["id"] == wife["id"] and p["facts_status"] == "ok"
+    assert between(p["relations"], OWNER, "Meera", "spouse"), brief(p["relations"])
+    assert all(f["current"] for f in p["relations"] + p["facts"])
+    # Mentioned from the first session on; the sessions that talk most about her first.
+    assert p["first_mention"]["session_id"] == "s000", p["first_mention"]
+    assert at(p["last_mention"]["spoken_at"]) <= day(LAST_DAY, 3)
+    counts = [s["mentions"] for s in p["sessions"]]
+    assert counts == sorted(counts, reverse=True) and len(counts) <= 5, p["sessions"]
+
+
+async def test_the_profile_says_what_changed(engine: Engine) -> None:
+    sister = await entity(engine, "person", "Kavya")
+    url = f"/v1/entities/{sister['id']}/profile"
+    now = await get_json(engine, url, as_of=day(LAST_DAY, 3).isoformat())
+    homes = about(now["facts"], "Kavya", RESIDENCE, "")
+    assert [f["object"].casefold() for f in homes] == ["hyderabad"], brief(now["facts"])
+    pune = about(now["changes"], "Kavya", RESIDENCE, "pune")
+    assert pune and all(not f["current"] for f in pune), brief(now["changes"])
+    assert all("hyderabad" in (f["ended_by"]["fact"] or "").casefold() for f in pune), pune
+    assert between(now["relations"], OWNER, "Kavya", "sibling"), brief(now["relations"])
+    # As of before the move, Pune is current and nothing has changed yet.
+    before = await get_json(engine, url, as_of=day(80).isoformat())
+    assert [f["object"].casefold() for f in about(before["facts"], "Kavya", RESIDENCE, "")] == [
+        "pune"
+    ], brief(before["facts"])
+    assert about(before["changes"], "Kavya", RESIDENCE, "") == []
+    missing = await engine.get("/v1/entities/999999999/profile")
+    assert missing.status_code == 404

@@ -130,6 +130,14 @@ class Settings(ServiceSettings):
     # Graph leg: entities recognised in a query, and facts read per entity.
     graph_leg_entities: int = Field(default=5, ge=1, le=50)
     graph_leg_facts: int = Field(default=50, ge=1, le=1000)
+    # Knowledge in /v1/context (query_facts.py): who "I", "me" and "my" in a query are (unset:
+    # the named speaker heard most lately; a request's `me` overrides), the current facts
+    # returned at most (0: no knowledge), and the weights of the segments behind those facts
+    # and behind facts that had ended by as_of (1.0: off; LoCoMo dev in docs/benchmarks.md).
+    owner_name: str | None = Field(default=None, max_length=200)
+    context_facts_limit: int = Field(default=8, ge=0, le=100)
+    superseded_weight: float = Field(default=0.5, ge=0, le=1)
+    current_fact_weight: float = Field(default=1.5, ge=1, le=10)
 
     # --- extraction (extract/) ---
     # "auto": the LLM extractor when an LLM server is configured (llm_base_url), else the

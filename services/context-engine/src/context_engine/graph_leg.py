@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from context_engine.extract.schema import canonical_name
 from context_engine.retrieve import Candidate, ContextQuery, fetch_active
@@ -40,7 +41,7 @@ _WORD = re.compile(r"[\w'’-]+", re.UNICODE)
 
 _RECOGNISE = text(
     """
-    SELECT e.id, e.type, e.name, e.canonical_name, e.episode_count,
+    SELECT e.id, e.type, e.name, e.canonical_name, e.episode_count, e.tier,
            greatest(ln((n.sessions + 1.0) / (e.episode_count + 0.5)), 0.05) AS weight
     FROM entities e, (SELECT count(*) AS sessions FROM sessions) n
     WHERE e.canonical_name = ANY(CAST(:names AS text[])) AND e.type = ANY(CAST(:types AS text[]))
@@ -77,6 +78,19 @@ def query_ngrams(query: str, max_words: int = 4) -> list[str]:
     return sorted(grams)
 
 
+async def recognise(
+    conn: AsyncConnection, names: Sequence[str], limit: int, types: Sequence[str] = NAMED_TYPES
+) -> list[Any]:
+    """The entities (id, type, name, canonical_name, episode_count, weight) whose canonical
+    name is one of `names`, rarest first: the query's recognised entities."""
+    if not names:
+        return []
+    rows = await conn.execute(
+        _RECOGNISE, {"names": list(names), "types": list(types), "limit": limit}
+    )
+    return list(rows.all())
+
+
 class GraphLeg:
     name = "graph"
     creature = "kraken"
@@ -97,16 +111,7 @@ class GraphLeg:
     async def search(self, q: ContextQuery, k: int) -> list[Candidate]:
         since = None if q.hours_back is None else q.as_of - timedelta(hours=q.hours_back)
         async with self.engine.connect() as conn:
-            found = (
-                await conn.execute(
-                    _RECOGNISE,
-                    {
-                        "names": query_ngrams(q.query),
-                        "types": list(NAMED_TYPES),
-                        "limit": self.max_entities,
-                    },
-                )
-            ).all()
+            found = await recognise(conn, query_ngrams(q.query), self.max_entities)
             if not found:
                 return []
             weights = {r.id: float(r.weight) for r in found}

@@ -13,7 +13,11 @@ it mentions (L0 when none; tiers.py), a `tiers` filter keeps only those tiers an
 `tier_weights` scale each tier's score; then temporal decay relative to `as_of` (half-life
 `decay_half_life_days`, never below the evergreen floor `decay_floor`, so an old memory that is
 still the best match is not buried), applied to L0 episodes only — an L1 or L2 memory is
-validated as still true; then MMR over the pool (λ = `mmr_lambda`; 1.0 = relevance only) with
+validated as still true; then knowledge: the segments behind the current facts the response
+returns about the query's subjects weigh `current_fact_weight`, those behind facts that had
+ended by `as_of` (and behind no current one) `superseded_weight`, so what is true now ranks
+above what used to be (query_facts.py, which also gives the response its
+`about` and `facts`); then MMR over the pool (λ = `mmr_lambda`; 1.0 = relevance only) with
 word-overlap similarity between texts.
 """
 
@@ -25,7 +29,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -35,6 +39,9 @@ from context_engine.recorder import EventRecorder
 from context_engine.tiers import TIERS, Tier
 from context_engine.tiers import decay as shared_decay
 from her_os_shared.logging import get_logger
+
+if TYPE_CHECKING:
+    from context_engine.query_facts import Knowledge, QueryFacts
 
 log = get_logger(__name__)
 
@@ -51,6 +58,8 @@ class ContextQuery:
     legs: frozenset[str] | None = None
     # Only segments of these memory tiers; None = every tier.
     tiers: frozenset[Tier] | None = None
+    # Who "I", "me" and "my" in the query are (None: the engine's owner; query_facts.py).
+    me: str | None = None
 
 
 @dataclass(slots=True)
@@ -158,6 +167,10 @@ class FusionParams:
     speaker_boost: float = 0.0  # 0: no speaker prior
     # score multiplier per memory tier (a tier not named weighs 1.0)
     tier_weights: dict[str, float] = field(default_factory=dict)
+    # score multiplier of a segment behind a fact that had ended by as_of (1.0: off)
+    superseded_weight: float = 1.0
+    # score multiplier of a segment behind a current fact about the query's subjects
+    current_fact_weight: float = 1.0
 
     @property
     def needs_tiers(self) -> bool:
@@ -170,6 +183,10 @@ class FusionParams:
 class ContextResult:
     results: list[dict[str, Any]]
     legs: dict[str, LegStatus]
+    # What is known about the query's subjects (None: no knowledge configured).
+    knowledge: Knowledge | None = None
+    # "ok", "timeout", "error"; "off" without a graph or knowledge reader.
+    knowledge_status: Literal["ok", "timeout", "error", "off"] = "off"
 
     @property
     def degraded(self) -> list[str]:
@@ -234,12 +251,15 @@ def fuse(
     params: FusionParams = FusionParams(),
     tiers: Mapping[tuple[str, str], Tier] | None = None,
     tier_filter: frozenset[Tier] | None = None,
+    superseded: set[tuple[str, str]] | None = None,
+    current: set[tuple[str, str]] | None = None,
 ) -> list[Candidate]:
     """One leg: its own order and score. Several: weighted reciprocal rank fusion (score = sum
     of weight / (rrf_k + rank)), then the speaker prior for `query` and the tier weights —
     priors weighed against ranks, so they are left out of a single leg's own scores (a
     `legs=bm25` query shows what that leg alone finds). Then the tier filter (`tiers`: each
-    candidate's tier, L0 when absent), decay relative to `as_of` and MMR (module docstring)."""
+    candidate's tier, L0 when absent), decay relative to `as_of`, the `superseded` segments'
+    and `current` segments' weights and MMR (module docstring)."""
     several = len(ranked) > 1
     if not several:
         (only,) = ranked.values()
@@ -273,6 +293,12 @@ def fuse(
         for c in pool:
             if tier_of(c) == "L0":  # L1/L2 are validated as still true: no decay
                 c.score *= decay((as_of - c.spoken_at).total_seconds() / 86400, params)
+    for keys, weight in ((superseded, params.superseded_weight),
+                         (current, params.current_fact_weight)):  # fmt: skip
+        if keys and weight != 1.0:
+            for c in pool:
+                if (c.session_id, c.segment_id) in keys:
+                    c.score *= weight
     pool.sort(key=lambda c: (-c.score, c.spoken_at))
     return mmr(pool, limit, params.mmr_lambda)
 
@@ -286,12 +312,31 @@ class Retriever:
         *,
         params: FusionParams = FusionParams(),
         leg_timeout_s: float = 2.0,
+        knowledge: QueryFacts | None = None,
     ) -> None:
         self.engine = engine
         self.legs = legs
         self.recorder = recorder
         self.params = params
         self.leg_timeout_s = leg_timeout_s
+        self.knowledge = knowledge
+
+    async def _know(self, q: ContextQuery) -> tuple[Knowledge | None, str]:
+        """What is known about the query's subjects, and how the lookup went: a failing or
+        slow graph leaves the results as they are (status "error" / "timeout")."""
+        if self.knowledge is None or not self.knowledge.available:
+            return None, "off"
+        try:
+            async with asyncio.timeout(self.leg_timeout_s):
+                return await self.knowledge.lookup(q, q.me), "ok"
+        except TimeoutError:
+            status = "timeout"
+        except Exception as exc:
+            log.warning("retrieve.knowledge_failed", error=repr(exc)[:500])
+            status = "error"
+        if self.recorder:
+            await self.recorder.emit("kraken", "error", data={"status": status, "of": "facts"})
+        return None, status
 
     async def _run_leg(
         self, leg: RetrievalLeg, q: ContextQuery, k: int, *, fused: bool
@@ -328,10 +373,15 @@ class Retriever:
         k = max(q.limit, self.params.pool) if len(legs) > 1 or q.tiers else q.limit
         if self.params.mmr_lambda < 1.0:
             k = max(k, q.limit * 3)  # MMR needs a pool larger than what it returns
-        outcomes = await asyncio.gather(
-            *(self._run_leg(leg, q, k, fused=len(legs) > 1) for leg in legs),
-            return_exceptions=True,
-        )
+        knowing = asyncio.create_task(self._know(q))
+        try:
+            outcomes = await asyncio.gather(
+                *(self._run_leg(leg, q, k, fused=len(legs) > 1) for leg in legs),
+                return_exceptions=True,
+            )
+        except BaseException:
+            knowing.cancel()
+            raise
         ranked: dict[str, list[Candidate]] = {}
         status: dict[str, LegStatus] = {}
         for leg, outcome in zip(legs, outcomes, strict=True):
@@ -352,10 +402,12 @@ class Retriever:
             status[leg.name] = "ok"
             ranked.update(outcome)
         if not ranked:
+            knowing.cancel()
             raise AllLegsFailedError(
                 "every retrieval leg failed: "
                 + ", ".join(f"{name} ({s})" for name, s in status.items())
             )
+        knowledge, knowledge_status = await knowing
         tiers = None
         if q.tiers is not None or self.params.needs_tiers:
             keys = list({(c.session_id, c.segment_id) for cs in ranked.values() for c in cs})
@@ -369,6 +421,8 @@ class Retriever:
             params=self.params,
             tiers=tiers,
             tier_filter=q.tiers,
+            superseded=knowledge.superseded_sources if knowledge else None,
+            current=knowledge.current_sources if knowledge else None,
         )
         entities = await self._entities([(c.session_id, c.segment_id) for c in best])
         if self.recorder:
@@ -399,7 +453,7 @@ class Retriever:
             }
             for c in best
         ]
-        return ContextResult(results, status)
+        return ContextResult(results, status, knowledge, knowledge_status)  # type: ignore[arg-type]
 
     async def _entities(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], list[dict]]:
         if not keys:

@@ -31,6 +31,7 @@ from context_engine.health import check as check_health
 from context_engine.ingest import Ingestor
 from context_engine.jobs import STALLED_AFTER_S, JobQueue, run_forever
 from context_engine.migrate import migrate_until_done
+from context_engine.query_facts import QueryFacts
 from context_engine.recorder import EventRecorder
 from context_engine.retrieve import FusionParams, RetrievalLeg, Retriever
 from context_engine.search_index import Changes, SegmentSearchIndex
@@ -178,8 +179,20 @@ class Runtime:
                 mmr_lambda=settings.mmr_lambda,
                 speaker_boost=settings.speaker_boost,
                 tier_weights=dict(settings.tier_weights),
+                superseded_weight=settings.superseded_weight,
+                current_fact_weight=settings.current_fact_weight,
             ),
             leg_timeout_s=settings.leg_timeout_s,
+            knowledge=QueryFacts(
+                self.db.main,
+                self.graph,
+                KnownSpeakers(self.db.main, ttl_s=settings.speaker_names_ttl_s),
+                owner=settings.owner_name,
+                limit=settings.context_facts_limit,
+                max_entities=settings.graph_leg_entities,
+            )
+            if settings.context_facts_limit
+            else None,
         )
         # /v1 requests the token check let through / refused since the last basilisk metric
         self.auth_counts: Counter[str] = Counter()

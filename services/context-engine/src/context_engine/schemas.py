@@ -26,17 +26,6 @@ class ContextItem(BaseModel):
     entities: list[EntityRef]
 
 
-class ContextResponse(BaseModel):
-    query: str
-    as_of: datetime
-    hours_back: float | None
-    tiers: list[Literal["L0", "L1", "L2"]] | None  # the tier filter, when one was given
-    results: list[ContextItem]
-    # every leg that ran, with how it went: "ok", "timeout" or "error"
-    legs: dict[str, Literal["ok", "timeout", "error"]]
-    degraded: list[str]  # the legs that are not "ok" (their results are missing)
-
-
 class EntityOut(BaseModel):
     id: int
     type: str
@@ -150,6 +139,87 @@ class GraphEntityResponse(BaseModel):
 class FactPage(BaseModel):
     as_of: datetime
     facts: list[FactOut]
+
+
+class ContextSubject(BaseModel):
+    """An entity the query names; `owner` when it was named by "I", "me" or "my"."""
+
+    id: int
+    type: str
+    name: str
+    tier: Literal["L0", "L1", "L2"]
+    owner: bool
+
+
+class ReplacedFact(BaseModel):
+    """A fact a newer one ended ("drinks coffee", ended when "drinks tea" began)."""
+
+    uuid: str
+    fact: str
+    predicate: str
+    object: str
+    valid_at: datetime | None
+    invalid_at: datetime | None
+
+
+class ContextFact(FactOut):
+    """A fact true at as_of about a subject of the query: since when, and what it replaced."""
+
+    since: datetime | None
+    replaced: list[ReplacedFact]
+
+
+class ContextResponse(BaseModel):
+    query: str
+    as_of: datetime
+    hours_back: float | None
+    tiers: list[Literal["L0", "L1", "L2"]] | None  # the tier filter, when one was given
+    results: list[ContextItem]
+    # every leg that ran, with how it went: "ok", "timeout" or "error"
+    legs: dict[str, Literal["ok", "timeout", "error"]]
+    degraded: list[str]  # the legs that are not "ok" (their results are missing)
+    # What is known (query_facts.py): the entities the query names, and the facts true at
+    # as_of about them, most relevant first; `facts_status` "off" without a graph.
+    about: list[ContextSubject] = []
+    facts: list[ContextFact] = []
+    facts_status: Literal["ok", "timeout", "error", "off"] = "off"
+
+
+class MentionAt(BaseModel):
+    """A segment that mentions an entity."""
+
+    session_id: str
+    segment_id: str
+    speaker: str
+    text: str
+    spoken_at: datetime
+
+
+class ProfileSession(BaseModel):
+    """A session that talks about an entity: how many of its segments mention it, when."""
+
+    session_id: str
+    mentions: int
+    first_at: datetime
+    last_at: datetime
+
+
+class ChangedFact(FactOut):
+    """A fact that had ended by as_of; `ended_by` is the fact that ended it."""
+
+
+class EntityProfile(BaseModel):
+    """Who or what an entity is at as_of (profile.py)."""
+
+    entity: EntityOut
+    as_of: datetime
+    relations: list[ContextFact]  # current facts joining it to a person
+    facts: list[ContextFact]  # its other current facts
+    changes: list[ChangedFact]  # facts that had ended, newest first
+    first_mention: MentionAt | None
+    last_mention: MentionAt | None
+    sessions: list[ProfileSession]  # the sessions with the most about it
+    facts_status: Literal["ok", "error", "off"]
 
 
 class EntityPage(BaseModel):

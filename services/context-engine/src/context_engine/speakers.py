@@ -10,7 +10,9 @@ without it and searches by topic. On LoCoMo dev that took the vector leg alone f
 `KnownSpeakers` keeps the distinct speaker names, read with a skip scan of the speaker index
 (one index probe per name, so a million segments of a dozen people cost a dozen probes) and
 refreshed in the background when older than `ttl_s`: a query never waits for it except the
-first one.
+first one. With them it keeps a guess at the owner (whom "I", "me" and "my" in a query mean
+when no owner is configured): the named speaker heard most in the latest `OWNER_WINDOW`
+segments — the wearer of the microphone speaks in every conversation.
 """
 
 from __future__ import annotations
@@ -22,12 +24,16 @@ import time
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from context_engine.extract.schema import is_placeholder_speaker
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
 
 # Names beyond this many are ignored (a skip scan is one probe per name).
 MAX_NAMES = 1000
+
+# The owner guess reads the speakers of this many of the latest segments.
+OWNER_WINDOW = 2000
 
 # Loose index scan over ix_segments_speaker: the next name after the last one, until none.
 _DISTINCT_SPEAKERS = text(
@@ -40,6 +46,15 @@ _DISTINCT_SPEAKERS = text(
       FROM s WHERE s.speaker IS NOT NULL
     )
     SELECT speaker FROM s WHERE speaker IS NOT NULL LIMIT :limit
+    """
+)
+# The speakers of the latest segments, most heard first (ix_segments_active_spoken_at).
+_RECENT_SPEAKERS = text(
+    """
+    SELECT speaker, count(*) AS n FROM (
+      SELECT speaker FROM segments WHERE replaced_by IS NULL
+      ORDER BY spoken_at DESC LIMIT :window
+    ) recent GROUP BY speaker ORDER BY n DESC, speaker
     """
 )
 
@@ -64,6 +79,7 @@ class KnownSpeakers:
         self.engine = engine
         self.ttl_s = ttl_s
         self._names: frozenset[str] | None = None
+        self._owner: str | None = None
         self._loaded_at = 0.0
         self._refreshing: asyncio.Task[None] | None = None
 
@@ -71,6 +87,9 @@ class KnownSpeakers:
         async with self.engine.connect() as conn:
             rows = await conn.execute(_DISTINCT_SPEAKERS, {"limit": MAX_NAMES})
             self._names = frozenset(r.speaker for r in rows)
+            recent = await conn.execute(_RECENT_SPEAKERS, {"window": OWNER_WINDOW})
+            named = [r.speaker for r in recent if not is_placeholder_speaker(r.speaker)]
+            self._owner = named[0] if named else None
         self._loaded_at = time.monotonic()
 
     async def _refresh(self) -> None:
@@ -89,6 +108,12 @@ class KnownSpeakers:
             self._refreshing = asyncio.create_task(self._refresh())
         assert self._names is not None
         return self._names
+
+    async def owner(self) -> str | None:
+        """The named speaker heard most lately (possibly `ttl_s` stale); None before anyone
+        with a name has spoken."""
+        await self.names()
+        return self._owner
 
     def invalidate(self) -> None:
         """Make the next `names()` refresh (ingest saw a new speaker)."""

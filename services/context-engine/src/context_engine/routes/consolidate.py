@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, Response
 
 from context_engine.consolidate import get_run, list_runs, tier_stats
-from context_engine.routes.deps import PG_BIGINT_MAX, RuntimeDep
+from context_engine.routes.deps import PG_BIGINT_MAX, RuntimeDep, as_of_or_now
 from context_engine.schemas import ConsolidationRunOut, ConsolidationRunPage, TierStats
 
 router = APIRouter(tags=["memory tiers"])
@@ -40,9 +40,7 @@ async def consolidate(
 ) -> ConsolidationRunOut:
     if not runtime.settings.jobs_enabled:
         raise HTTPException(status_code=503, detail="the job queue is disabled (jobs_enabled)")
-    when = datetime.now(UTC) if as_of is None else as_of
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
+    when = as_of_or_now(as_of)
     queued = await runtime.jobs.request_consolidation(when)
     deadline = time.monotonic() + timeout_s
     while True:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
 
 from context_engine.retrieve import AllLegsFailedError, ContextQuery, UnknownLegsError
-from context_engine.routes.deps import RuntimeDep
+from context_engine.routes.deps import RuntimeDep, as_of_or_now
 from context_engine.schemas import ContextResponse
 from context_engine.tiers import TIERS, Tier
 
@@ -42,6 +42,15 @@ async def get_context(
             "segment's tier is the highest tier of the entities it mentions",
         ),
     ] = None,
+    me: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=200,
+            description='who "I", "me" and "my" in the query are (default: the '
+            "configured owner, else the named speaker heard most lately)",
+        ),
+    ] = None,
 ) -> ContextResponse:
     if not query.strip():
         raise HTTPException(status_code=422, detail="query: must not be blank")
@@ -56,9 +65,7 @@ async def get_context(
                 status_code=422, detail=f"tier: {tier!r} is not a list of L0, L1, L2"
             )
         tiers = frozenset(t for t in TIERS if t in named)
-    when = datetime.now(UTC) if as_of is None else as_of
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
+    when = as_of_or_now(as_of)
     q = ContextQuery(
         query=query,
         limit=limit or runtime.settings.context_default_limit,
@@ -66,6 +73,7 @@ async def get_context(
         hours_back=hours_back,
         legs=chosen,
         tiers=tiers,
+        me=me,
     )
     try:
         result = await runtime.retriever.retrieve(q)
@@ -82,5 +90,8 @@ async def get_context(
             "results": result.results,
             "legs": result.legs,  # name → ok | timeout | error
             "degraded": result.degraded,
+            "about": [s.out() for s in result.knowledge.about] if result.knowledge else [],
+            "facts": result.knowledge.facts if result.knowledge else [],
+            "facts_status": result.knowledge_status,
         }
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Path, Request
@@ -25,3 +26,10 @@ PG_BIGINT_MAX = 2**63 - 1
 SessionIdPath = Annotated[
     str, Path(pattern=ID_PATTERN, max_length=128, description="[A-Za-z0-9_-]{1,128}")
 ]
+
+
+def as_of_or_now(when: datetime | None) -> datetime:
+    """A request's `as_of`: now when not given, UTC when naive."""
+    if when is None:
+        return datetime.now(UTC)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)

@@ -1,14 +1,17 @@
-"""GET /v1/entities and /v1/entities/{id}: the people, places and things the memory knows."""
+"""GET /v1/entities, /v1/entities/{id} and its profile: the people, places and things the
+memory knows."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query
 
 from context_engine.entities import get_entity, list_entities
-from context_engine.routes.deps import PG_BIGINT_MAX, RuntimeDep
-from context_engine.schemas import EntityDetail, EntityPage
+from context_engine.profile import entity_profile
+from context_engine.routes.deps import PG_BIGINT_MAX, RuntimeDep, as_of_or_now
+from context_engine.schemas import EntityDetail, EntityPage, EntityProfile
 
 router = APIRouter(tags=["entities"])
 
@@ -69,3 +72,24 @@ async def get_one_entity(
     if found is None:
         raise HTTPException(status_code=404, detail=f"no entity {entity_id}")
     return EntityDetail.model_validate(found)
+
+
+@router.get(
+    "/entities/{entity_id}/profile",
+    response_model=EntityProfile,
+    summary="Who or what an entity is: relations, current facts, changes, where it was said",
+    responses={404: {"description": "no such entity"}},
+)
+async def get_entity_profile(
+    runtime: RuntimeDep,
+    entity_id: EntityId,
+    as_of: Annotated[
+        datetime | None, Query(description="ISO time, default now (naive = UTC)")
+    ] = None,
+    sessions: Annotated[int, Query(ge=1, le=50, description="top sessions listed")] = 5,
+) -> EntityProfile:
+    when = as_of_or_now(as_of)
+    found = await entity_profile(runtime.db.main, runtime.graph, entity_id, when, sessions=sessions)
+    if found is None:
+        raise HTTPException(status_code=404, detail=f"no entity {entity_id}")
+    return EntityProfile.model_validate(found)

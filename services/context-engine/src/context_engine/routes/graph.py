@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query
 
 from context_engine import graph_view
 from context_engine.graph.base import GraphError
-from context_engine.routes.deps import RuntimeDep
+from context_engine.routes.deps import RuntimeDep, as_of_or_now
 from context_engine.runtime import Runtime
 from context_engine.schemas import FactPage, GraphEntityResponse
 
@@ -31,12 +31,6 @@ def _graph(runtime: Runtime) -> KnowledgeGraph:
     if not graph.opened:
         raise HTTPException(status_code=503, detail="the knowledge graph is not reachable yet")
     return graph
-
-
-def _utc(when: datetime | None) -> datetime:
-    if when is None:
-        return datetime.now(UTC)
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def _unavailable(exc: GraphError) -> HTTPException:
@@ -88,7 +82,7 @@ async def facts(
     ] = False,
 ) -> FactPage:
     graph = _graph(runtime)
-    when = _utc(as_of)
+    when = as_of_or_now(as_of)
     try:
         items = await graph_view.facts_as_of(
             runtime.db.main, graph, when, subject=subject, limit=limit, history=history
@@ -113,7 +107,7 @@ async def graph_search(
     graph = _graph(runtime)
     if not query.strip():
         raise HTTPException(status_code=422, detail="query is blank")
-    when = _utc(as_of)
+    when = as_of_or_now(as_of)
     try:
         items = await graph_view.search(runtime.db.main, graph, query, limit=limit, as_of=when)
     except GraphError as exc:

@@ -1,0 +1,246 @@
+"""What the memory knows about a query's subjects: the facts true at `as_of` about the
+entities a query names, for `/v1/context` (its `facts`, `about` and ranking) and the entity
+profile.
+
+1. Subjects: the entities the query names (graph_leg.recognise: word n-grams against the
+   entities' canonical names) and, when the query says "I", "me", "my" (or "mine",
+   "myself"), the owner — the `me` of the request, else the configured owner, else the named
+   speaker heard most lately (speakers.KnownSpeakers.owner).
+2. Facts: every fact on either side of the subjects' graph nodes said by `as_of`, with history
+   (graph.facts_as_of(history=True): restatements collapsed per period, each ended fact with
+   the fact that ended it). When the query names the owner and something else ("Do I still
+   like coffee?"), only the facts touching that something else count, and the current facts
+   that ended them ("drinks tea" ended "drinks coffee"): the owner's hundred other facts are
+   not what was asked.
+3. The current facts (invalid_at unset or after as_of) are ranked — the subjects they join,
+   then the words they share with the query, then the newest — and the first `limit` are
+   returned, each with its sources (the segments it was said in), since when it holds
+   (`valid_at`) and the facts it replaced (ended ones whose `ended_by` is this fact).
+4. For ranking (retrieve.fuse): the segments behind the facts returned are `current_sources`,
+   and those behind the facts that had ended by as_of (unless a current fact was said in
+   them too) are `superseded_sources`; a search weighs the first up and the second down, so
+   what is true now comes before what used to be.
+
+A fact whose every source segment has been forgotten is left out (the graph job that rewrites
+the session may not have run yet): forgetting reaches what the query shows at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from context_engine.extract.schema import canonical_name
+from context_engine.graph.base import Fact
+from context_engine.graph_leg import query_ngrams, recognise
+from context_engine.graph_view import with_sources
+from context_engine.retrieve import ContextQuery
+from context_engine.speakers import KnownSpeakers
+
+if TYPE_CHECKING:
+    from context_engine.graph.knowledge import KnowledgeGraph
+
+FIRST_PERSON = re.compile(r"(?<![\w'’])(?:i|me|my|mine|myself)(?![\w])", re.IGNORECASE)
+_WORD = re.compile(r"[a-z0-9]+")
+# Words a question shares with every fact, which say nothing about which fact it asks for.
+_EMPTY = frozenset(
+    "the and are was were what where when who whom why how did does do you your about that "
+    "this with for from have has had still now any there their they them is it its".split()
+)
+
+
+def says_first_person(query: str) -> bool:
+    """Whether the query speaks of its asker ("Do I still like coffee?", "my sister")."""
+    return FIRST_PERSON.search(query) is not None
+
+
+def stems(text: str) -> set[str]:
+    """The content words of `text`, lower case, a plural or verb -s taken off ("likes" and
+    "like" meet): enough to tell which fact a question is about."""
+    out = set()
+    for w in _WORD.findall(text.casefold()):
+        if len(w) < 3 or w in _EMPTY:
+            continue
+        out.add(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w)
+    return out
+
+
+def is_current(fact: Fact, as_of: datetime) -> bool:
+    return fact.invalid_at is None or fact.invalid_at > as_of
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """An entity a query names; `owner` when it was named by "I/me/my"."""
+
+    id: int
+    type: str
+    name: str
+    tier: str
+    owner: bool = False
+
+    def out(self) -> dict[str, Any]:
+        return {"id": self.id, "type": self.type, "name": self.name, "tier": self.tier,
+                "owner": self.owner}  # fmt: skip
+
+
+@dataclass(slots=True)
+class Knowledge:
+    """What `QueryFacts.lookup` found for one query."""
+
+    about: list[Subject] = field(default_factory=list)
+    facts: list[dict[str, Any]] = field(default_factory=list)  # the API's ContextFact shape
+    current_sources: set[tuple[str, str]] = field(default_factory=set)
+    superseded_sources: set[tuple[str, str]] = field(default_factory=set)
+
+
+def _replaced_out(fact: Fact) -> dict[str, Any]:
+    return {
+        "uuid": fact.uuid,
+        "fact": fact.fact,
+        "predicate": fact.predicate,
+        "object": fact.object,
+        "valid_at": fact.valid_at,
+        "invalid_at": fact.invalid_at,
+    }
+
+
+def _forgotten(item: dict[str, Any]) -> bool:
+    """Every segment the fact was said in is gone (forgotten or deleted)."""
+    sources = item["sources"]
+    return bool(sources) and all(s["text"] is None for s in sources)
+
+
+async def facts_with_history(
+    engine: AsyncEngine,
+    facts: Sequence[Fact],
+    as_of: datetime,
+) -> tuple[list[dict[str, Any]], list[Fact]]:
+    """The current ones of `facts` as the API shows them (sources, `since`, `replaced`), in
+    the order given, leaving out forgotten ones; and the ended ones."""
+    current = [f for f in facts if is_current(f, as_of)]
+    ended = [f for f in facts if not is_current(f, as_of)]
+    replaced: dict[str, list[Fact]] = {}
+    for f in ended:
+        by = (f.ended_by or {}).get("uuid")
+        if by:
+            replaced.setdefault(by, []).append(f)
+    out = []
+    for item, fact in zip(await with_sources(engine, current), current, strict=True):
+        if _forgotten(item):
+            continue
+        item["since"] = fact.valid_at
+        item["current"] = True
+        item["replaced"] = [_replaced_out(r) for r in replaced.get(fact.uuid, [])]
+        out.append(item)
+    return out, ended
+
+
+class QueryFacts:
+    """`lookup(q)`: the subjects a query names and what is true about them (module docs)."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        graph: KnowledgeGraph | None,
+        speakers: KnownSpeakers | None = None,
+        *,
+        owner: str | None = None,
+        limit: int = 8,
+        max_entities: int = 5,
+        fetch: int = 200,
+    ) -> None:
+        self.engine = engine
+        self.graph = graph
+        self.speakers = speakers
+        self.owner = owner
+        self.limit = limit
+        self.max_entities = max_entities
+        self.fetch = fetch
+
+    @property
+    def available(self) -> bool:
+        return self.graph is not None and self.graph.opened
+
+    async def owner_name(self, me: str | None = None) -> str | None:
+        if me and me.strip():
+            return me.strip()
+        if self.owner:
+            return self.owner
+        return await self.speakers.owner() if self.speakers is not None else None
+
+    async def subjects(self, query: str, me: str | None = None) -> list[Subject]:
+        """The entities the query names, rarest first, and the owner (first) when it says
+        "I/me/my" and the owner is a known person."""
+        owner = await self.owner_name(me) if says_first_person(query) else None
+        async with self.engine.connect() as conn:
+            named = await recognise(conn, query_ngrams(query), self.max_entities)
+            mine = (
+                await recognise(conn, [canonical_name(owner)], 1, types=("person",))
+                if owner
+                else []
+            )
+        out = [Subject(r.id, r.type, r.name, r.tier, owner=True) for r in mine]
+        seen = {s.id for s in out}
+        out += [Subject(r.id, r.type, r.name, r.tier) for r in named if r.id not in seen]
+        return out
+
+    async def lookup(self, q: ContextQuery, me: str | None = None) -> Knowledge:
+        about = await self.subjects(q.query, me)
+        if not about or not self.available:
+            return Knowledge(about=about)
+        graph = self.graph
+        assert graph is not None
+        nodes = await asyncio.gather(
+            *(graph.find_entity_nodes(s.name, s.type, limit=3) for s in about)
+        )
+        subject_of = {n.uuid: s for s, found in zip(about, nodes, strict=True) for n in found}
+        if not subject_of:
+            return Knowledge(about=about)
+        facts = await graph.facts_as_of(
+            q.as_of, entity_uuids=list(subject_of), limit=self.fetch, history=True
+        )
+        others = {u for u, s in subject_of.items() if not s.owner}
+        if others and len(others) < len(subject_of):  # the owner and something else
+            facts = _touching(facts, others, q.as_of)
+        ranked = _rank(facts, q.query, subject_of)
+        shown, ended = await facts_with_history(self.engine, ranked, q.as_of)
+        said = {(s["session_id"], s["segment_id"]) for item in shown for s in item["sources"]}
+        shown = shown[: self.limit]
+        return Knowledge(
+            about=about,
+            facts=shown,
+            current_sources={
+                (s["session_id"], s["segment_id"]) for item in shown for s in item["sources"]
+            },
+            superseded_sources={key for f in ended for key in f.sources} - said,
+        )
+
+
+def _touching(facts: Iterable[Fact], nodes: set[str], as_of: datetime) -> list[Fact]:
+    """The facts on either side of `nodes`, and the current facts that ended one of them."""
+    facts = list(facts)
+    kept = [f for f in facts if f.subject_uuid in nodes or f.object_uuid in nodes]
+    enders = {str(f.ended_by["uuid"]) for f in kept if f.ended_by and f.ended_by.get("uuid")}
+    kept_ids = {f.uuid for f in kept}
+    kept += [f for f in facts if f.uuid in enders and f.uuid not in kept_ids]
+    return kept
+
+
+def _rank(facts: Sequence[Fact], query: str, subject_of: dict[str, Subject]) -> list[Fact]:
+    """Most subjects joined first, then most words shared with the query, then newest."""
+    wanted = stems(query)
+
+    def key(f: Fact) -> tuple[float, ...]:
+        joined = len({subject_of[u].id for u in (f.subject_uuid, f.object_uuid) if u in subject_of})
+        words = stems(f"{f.fact} {f.predicate.replace('_', ' ')} {f.object}")
+        when = f.valid_at or f.created_at
+        return (-joined, -len(wanted & words), -(when.timestamp() if when else 0.0))
+
+    return sorted(facts, key=key)

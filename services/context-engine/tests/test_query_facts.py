@@ -1,0 +1,85 @@
+"""The pure parts of query_facts.py: first person, the words that tell facts apart, which
+facts count when the owner and something else are named, and their order. The lookup itself
+runs end to end in test_worked_examples.py (real PostgreSQL and FalkorDB)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from context_engine.graph.base import Fact
+from context_engine.query_facts import (
+    Subject,
+    _rank,
+    _touching,
+    is_current,
+    says_first_person,
+    stems,
+)
+
+T = datetime(2025, 5, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("query", "first"),
+    [
+        ("Do I still like coffee?", True),
+        ("do i like coffee", True),
+        ("Where does my sister live?", True),
+        ("Tell me about Priya", True),
+        ("Is this mine?", True),
+        ("I'm curious where Ravi works", True),
+        ("Where does Priya live?", False),
+        ("Is it mimic or I.T.?", True),
+        ("What did Mia say?", False),  # "Mia" contains no first-person word
+    ],
+)
+def test_first_person(query: str, first: bool) -> None:
+    assert says_first_person(query) is first
+
+
+def test_stems_meet_across_plural_and_verb_forms() -> None:
+    assert stems("Does he like running shoes?") == {"like", "running", "shoe"}
+    assert stems("Arjun likes shoes") == {"arjun", "like", "shoe"}
+    assert "glass" in stems("a glass")  # -ss is not a plural
+
+
+def fact(uuid: str, s: str, p: str, o: str, days: int, *, ended_by: str | None = None) -> Fact:
+    return Fact(
+        uuid=uuid, subject=s, subject_uuid=f"n-{s}", predicate=p, object=o,
+        object_uuid=f"n-{o}", fact=f"{s} {p} {o}", valid_at=T + timedelta(days=days),
+        invalid_at=T + timedelta(days=90) if ended_by else None, created_at=T,
+        expired_at=None, episodes=[],
+        ended_by={"uuid": ended_by} if ended_by else None,
+    )  # fmt: skip
+
+
+LIKES = fact("f1", "Arjun", "likes", "coffee", 0, ended_by="f3")
+DRINKS = fact("f2", "Arjun", "drinks", "coffee", 1, ended_by="f4")
+AVOIDS = fact("f3", "Arjun", "avoids", "coffee", 90)
+TEA = fact("f4", "Arjun", "drinks", "tea", 90)
+HOME = fact("f5", "Arjun", "lives_in", "Jayanagar", 10)
+
+
+def test_the_owner_and_a_topic_keep_the_topics_facts_and_what_ended_them() -> None:
+    facts = [LIKES, DRINKS, AVOIDS, TEA, HOME]
+    kept = _touching(facts, {"n-coffee"}, T + timedelta(days=120))
+    assert [f.uuid for f in kept] == ["f1", "f2", "f3", "f4"]  # not where he lives
+
+
+def test_facts_joining_more_subjects_and_sharing_words_come_first() -> None:
+    owner = Subject(1, "person", "Arjun", "L1", owner=True)
+    coffee = Subject(2, "topic", "coffee", "L2")
+    subjects = {"n-Arjun": owner, "n-coffee": coffee}
+    ranked = _rank([HOME, TEA, AVOIDS], "Do I still like coffee?", subjects)
+    assert [f.uuid for f in ranked] == ["f3", "f4", "f5"]
+    # Only the owner named: the words decide, then the newest.
+    ranked = _rank([TEA, HOME], "Where do I live?", {"n-Arjun": owner})
+    assert [f.uuid for f in ranked] == ["f5", "f4"]
+
+
+def test_current_is_relative_to_as_of() -> None:
+    assert is_current(LIKES, T + timedelta(days=89))
+    assert not is_current(LIKES, T + timedelta(days=90))
+    assert is_current(AVOIDS, T + timedelta(days=1000))
