@@ -3,7 +3,8 @@
 - Against the real stack: a context engine (real PostgreSQL) holding an ingested
   conversation, Annie (`annie_voice.app`, offline responder: no LLM) under uvicorn, the page
   loaded with `?token=`. A typed question streams an answer that says the remembered fact
-  and names its source; a follow-up goes to the same chat session.
+  and names its source, and the page lists the memory it used (Annie's `memories` event); a
+  follow-up goes to the same chat session.
 - Against a scripted chat stream (`ChatStreamDouble`, serving Annie's real page): what the
   page does with each kind of frame — text arriving while the stream is still open (send
   disabled meanwhile), a list of memories used (untrusted text, shown as text), the design's
@@ -48,7 +49,8 @@ pytestmark = pytest.mark.timeout(600)
 
 FOLLOW_UP = "When is Priya moving to Lisbon?"
 # The offline responder says what it cannot do on a session's first answer only.
-FIRST_TURN_ONLY = "answering from your memories only"
+# Said only when nothing is found (what Annie cannot do without a model).
+NOTHING_FOUND_ONLY = "answering from your memories only"
 
 # The page's state for the tests: the form's data attributes and the last chat turn's parts.
 TURN_JS = """() => {
@@ -60,6 +62,7 @@ TURN_JS = """() => {
         memories: t ? [...t.querySelectorAll(".memories li")].map((li) =>
             ({speaker: li.children[0].textContent, date: li.children[1].textContent,
               text: li.children[2].textContent, markup: li.children[2].children.length})) : [],
+        facts: t ? [...t.querySelectorAll(".facts li")].map((li) => li.textContent) : [],
         errors: [...document.querySelectorAll(".line.error")].map((e) => e.lastChild.textContent),
         session: form.dataset.session || null,
         state: form.dataset.state,
@@ -132,7 +135,9 @@ async def test_a_typed_question_streams_an_answer_from_memory_in_chromium(
             assert FACT in first["answer"].lower(), first
             # The source: who said it and when (the conversation was ingested as yesterday's).
             assert "Yesterday, Priya said:" in first["answer"], first
-            assert FIRST_TURN_ONLY in first["answer"], first
+            # The memory it used, listed below the answer from the `memories` event.
+            assert any(FACT in m["text"].lower() for m in first["memories"]), first
+            assert all(m["markup"] == 0 for m in first["memories"]), first
             assert any(n.startswith("memory: ok (") for n in first["notes"]), first
             session = first["session"]
             assert session, first
@@ -140,10 +145,10 @@ async def test_a_typed_question_streams_an_answer_from_memory_in_chromium(
             second = await _ask(page, FOLLOW_UP)
             assert second["errors"] == [], second
             assert FACT in second["answer"].lower(), second
-            # Same session: its history has an answer already, so no first-turn notice.
-            assert FIRST_TURN_ONLY not in second["answer"], second
+            assert NOTHING_FOUND_ONLY not in second["answer"], second
             assert second["session"] == session, second
-            assert second["notes"] == [], second  # not a new session: not briefed again
+            # not a new session: not briefed again
+            assert not any(n.startswith("memory:") for n in second["notes"]), second
             await page.screenshot(path=str(tmp_path / "chat.png"))
         finally:
             await browser.close()
@@ -228,7 +233,9 @@ async def test_the_chat_box_renders_each_kind_of_stream_in_chromium() -> None:
             sse("token", {"text": "Priya is moving "}),
             gate,
             sse("token", {"text": "to Lisbon."}),
-            sse("memories", {"memories": memories}),
+            sse("memories", {"memories": memories, "facts": [
+                {"fact": "Priya lives in Lisbon", "since": "2026-05-08T13:56:00Z",
+                 "replaced": [{"fact": "Priya lives in Pune <b>x</b>"}]}]}),
             ": ping\r\n\r\n",
             sse("done", {"session_id": SESSION, "text": "Priya is moving to Lisbon.", "turn": 1}),
         ]),
@@ -273,6 +280,10 @@ async def test_the_chat_box_renders_each_kind_of_stream_in_chromium() -> None:
             # The memories used, below the answer: memory text is data, never markup.
             assert [m["speaker"] for m in first["memories"]] == ["Priya", "Arjun"], first
             assert first["memories"][0]["text"] == HOSTILE, first
+            # The facts it stood on, with what each replaced (as text, never markup).
+            assert len(first["facts"]) == 1, first
+            assert "Priya lives in Lisbon" in first["facts"][0], first
+            assert "(before: Priya lives in Pune <b>x</b>)" in first["facts"][0], first
             assert all(m["markup"] == 0 and m["date"] for m in first["memories"]), first
             assert "2026" in first["memories"][0]["date"], first
             assert await page.evaluate("window.__pwned") is None

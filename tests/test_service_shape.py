@@ -60,6 +60,7 @@ BUILT_ENDPOINTS: dict[str, dict[str, set[str]]] = {
         "/v1/context": {"get"},
         "/v1/entities": {"get"},
         "/v1/entities/{entity_id}": {"get", "delete"},
+        "/v1/entities/{entity_id}/profile": {"get"},
         "/v1/graph/entities/{entity_id}": {"get"},
         "/v1/facts": {"get"},
         "/v1/graph/search": {"get"},

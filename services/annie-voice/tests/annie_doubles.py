@@ -23,6 +23,35 @@ import httpx
 TOKEN = "annie-test-token-0123456789"
 
 
+def fact(
+    text: str,
+    subject: str,
+    predicate: str,
+    obj: str,
+    *,
+    since: datetime | str = "2026-05-08T13:56:00Z",
+    replaced: list[tuple[str, str, str]] = (),  # type: ignore[assignment]
+    sources: list[dict[str, Any]] = (),  # type: ignore[assignment]
+) -> dict[str, Any]:
+    """A fact as /v1/context's `facts` hold it; `replaced`: (fact, object, invalid_at)."""
+    stamp = since.isoformat() if isinstance(since, datetime) else since
+    return {
+        "uuid": f"f-{abs(hash(text))}", "subject": subject, "predicate": predicate,
+        "object": obj, "fact": text, "since": stamp, "valid_at": stamp, "invalid_at": None,
+        "current": True,
+        "replaced": [
+            {"uuid": f"r-{i}", "fact": f, "predicate": predicate, "object": o,
+             "valid_at": None, "invalid_at": until}
+            for i, (f, o, until) in enumerate(replaced)
+        ],
+        "sources": [
+            {"session_id": m["source_session"], "segment_id": m["segment_id"],
+             "speaker": m["speaker"], "text": m["text"], "spoken_at": m["timestamp"]}
+            for m in sources
+        ],
+    }  # fmt: skip
+
+
 def memory(
     text: str,
     *,
@@ -58,6 +87,11 @@ class EngineDouble:
     forgets: list[dict[str, Any]] | None = None
     unfinished: int = 0
     forget_mode: str = "ok"  # ok | down
+    # GET /v1/context's knowledge: the facts and subjects every search answers with
+    facts: list[dict[str, Any]] = field(default_factory=list)
+    about: list[dict[str, Any]] = field(default_factory=list)
+    # GET /v1/promises?status=open; None: the route is missing (404)
+    promises: list[dict[str, Any]] | None = field(default_factory=list)
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handle)
@@ -97,7 +131,15 @@ class EngineDouble:
             tiers = request.url.params.get("tier")
             results = [m for m in self.memories if tiers is None or m["tier"] in tiers.split(",")]
             limit = int(request.url.params.get("limit", 5))
-            return httpx.Response(200, json={"results": results[:limit]})
+            return httpx.Response(
+                200,
+                json={"results": results[:limit], "facts": self.facts, "about": self.about,
+                      "facts_status": "ok"},
+            )  # fmt: skip
+        if request.url.path == "/v1/promises" and self.promises is not None:
+            if self.mode == "down":
+                raise httpx.ConnectError("engine double is down", request=request)
+            return httpx.Response(200, json={"promises": self.promises, "total": 0})
         return httpx.Response(404, json={"detail": "not found"})
 
 

@@ -40,8 +40,13 @@ async def test_briefing_asks_recent_and_key_tiers_and_never_a_window() -> None:
     b = await brief(double)
     assert b.status == "ok" and b.items == 2
     params = [dict(r.url.params) for r in double.context_requests]
-    assert len(params) == 2
-    assert {p.get("tier") for p in params} == {None, "L1,L2"}
+    # the opening words (all tiers, then L1/L2) and the owner's own facts ("me")
+    assert len(params) == 3
+    assert [(p["query"], p.get("tier")) for p in params] == [
+        ("koramangala", None),
+        ("koramangala", "L1,L2"),
+        ("me", None),
+    ]
     assert all("hours_back" not in p for p in params)
     assert all(r.headers["X-Internal-Token"] == TOKEN for r in double.context_requests)
     assert b.text.startswith(PREAMBLE)

@@ -11,6 +11,7 @@ from annie_doubles import (
     EngineDouble,
     FailingToolDouble,
     ScriptedChatLLMDouble,
+    fact,
     memory,
     parse_sse,
 )
@@ -55,8 +56,11 @@ async def test_offline_chat_streams_session_tokens_done_from_memory() -> None:
     async with client(engine) as c:
         events = await chat(c, "where is Priya moving?")
         names = [e for e, _ in events]
-        assert names[0] == "session" and names[-1] == "done"
-        assert set(names[1:-1]) == {"token"}
+        assert names[0] == "session" and names[1] == "memories" and names[-1] == "done"
+        assert set(names[2:-1]) == {"token"}
+        used = events[1][1]
+        assert [m["text"] for m in used["memories"]] == ["Priya is moving to Koramangala"]
+        assert used["facts"] == []
         session = events[0][1]
         assert session["backend"] == "none" and session["new"] is True
         assert session["memory"]["status"] == "ok" and session["tools"] == []
@@ -64,7 +68,8 @@ async def test_offline_chat_streams_session_tokens_done_from_memory() -> None:
         done = events[-1][1]
         assert done["text"] == text
         assert "Priya said: “Priya is moving to Koramangala”" in text
-        assert "no language model is configured" in text
+        # what it cannot do is said only when it found nothing
+        assert "no language model is configured" not in text
 
         # the same session again: not new, one more turn
         again = await chat(c, "and when?", session["session_id"])
@@ -226,7 +231,7 @@ async def test_llm_failure_is_an_error_event(llm: ScriptedChatLLMDouble) -> None
     llm.script += [{"status": 500}]
     async with client(EngineDouble(), llm_base_url=llm.url, llm_model="m") as c:
         events = await chat(c, "hello")
-        assert [e for e, _ in events] == ["session", "error"]
+        assert [e for e, _ in events] == ["session", "memories", "error"]
         assert "HTTP 500" in events[-1][1]["message"]
         listed = (await c.get("/v1/chat/sessions", headers=AUTH)).json()
         assert listed["sessions"][0]["turns"] == 0
@@ -331,3 +336,47 @@ async def test_the_real_tools_from_settings_and_a_table_for_the_page(
     tool_message = llm.requests[1]["messages"][-1]
     assert tool_message["role"] == "tool" and '"ok": true' in tool_message["content"]
     assert '"data"' not in tool_message["content"]
+
+
+async def test_a_language_model_gets_the_facts_first_every_turn(
+    llm: ScriptedChatLLMDouble,
+) -> None:
+    llm.script += [{"text": ["Tea now."]}, {"text": ["Since Monday."]}]
+    switch = memory("I've been switching to tea, coffee gives me headaches.", speaker="Arjun")
+    engine = EngineDouble(
+        memories=[memory("I love coffee every morning", speaker="Arjun"), switch],
+        about=[{"name": "Arjun", "type": "person", "owner": True, "id": 1, "tier": "L1"}],
+        facts=[fact("Arjun drinks tea", "Arjun", "DRINKS", "tea", since="2026-05-11T08:00:00Z",
+                    replaced=[("Arjun drinks coffee", "coffee", "2026-05-11T08:00:00Z")],
+                    sources=[switch])],
+        promises=[{"id": 7, "name": "call Farhan", "evidence": "I promise I will call Farhan",
+                   "speaker": "Arjun", "first_said_at": "2026-05-01T19:00:00Z",
+                   "status": "open"}],
+    )  # fmt: skip
+    async with client(engine, llm_base_url=llm.url, llm_model="m", owner_speakers=["Arjun"]) as c:
+        first = await chat(c, "what do I drink these days?")
+        second = await chat(c, "since when?", session_id=first[0][1]["session_id"])
+    used = dict(first)["memories"]
+    assert [f["fact"] for f in used["facts"]] == ["Arjun drinks tea"]
+    assert used["facts"][0]["replaced"][0]["fact"] == "Arjun drinks coffee"
+    opening, later = llm.requests
+    system = opening["messages"][0]["content"]
+    block = system[system.index("<memory>") : system.index("</memory>")]
+    # current facts first, the replaced one marked as past, before any quote
+    now_at = block.index("[true now, since 2026-05-11] Arjun drinks tea")
+    past_at = block.index("[past, until 2026-05-11] Arjun drinks coffee")
+    assert now_at < past_at < block.index("I love coffee every morning")
+    assert "prefer the current" in block
+    assert "[open since 2026-05-01, Arjun] I promise I will call Farhan" in block
+    # "I" is the owner configured
+    searches = [dict(r.url.params) for r in engine.context_requests]
+    assert {p.get("me") for p in searches if "tier" not in p} == {"Arjun"}
+    # The later turn searched its own words and carries their facts too.
+    asked = [(p["query"], p.get("tier")) for p in searches]
+    assert [a for a in asked if a[0] == "since when?"] == [
+        ("since when?", None),
+        ("since when?", "L1,L2"),
+    ]
+    assert [a for a in asked if a[0] == "me"] == [("me", None)]  # the owner's: once, at start
+    assert later["messages"][0]["content"].count("[true now, since 2026-05-11]") == 2
+    assert "memories" in dict(second)

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from context_engine.config import Settings
@@ -15,6 +16,7 @@ from context_engine.migrate import upgrade
 # PostgreSQL fixtures come from pg_harness, a plugin of the root conftest.py.
 sys.path.insert(0, str(Path(__file__).parent))
 from engine_harness import Engine, engine_settings, start_engine, start_graph_engine
+from pg_harness import fresh_database
 
 
 @pytest.fixture
@@ -29,6 +31,13 @@ def settings(db_url: str, tmp_path: Path) -> Settings:
         job_max_attempts=3,
         gc_freeze=False,  # engines come and go in this one process
     )
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def module_database(postgres_server: tuple[str, str]) -> AsyncIterator[str]:
+    """A fresh database for a module's shared engine (db_url is per test)."""
+    async with fresh_database(postgres_server) as url:
+        yield url
 
 
 @pytest.fixture

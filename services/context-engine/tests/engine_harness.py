@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -128,6 +129,40 @@ async def start_graph_engine(settings: Settings) -> AsyncIterator[Engine]:
 
         await eventually(opened, "the graph to open")
         yield engine
+
+
+def graph_engine_settings(
+    root: Path, database_url: str, graph_url: str, **overrides: Any
+) -> Settings:
+    """engine_settings for a module-scoped engine with a knowledge graph (its own group):
+    quick watching and reconciling, jobs retried at once, no GC freeze."""
+    options: dict[str, Any] = {
+        "watch_debounce_s": 0.1, "watch_max_delay_s": 0.5, "reconcile_interval_s": 2.0,
+        "job_retry_base_s": 0.0, "job_max_attempts": 3, "gc_freeze": False,
+        "graph_url": graph_url, "graph_group_id": f"t-{uuid.uuid4().hex[:12]}",
+    }  # fmt: skip
+    return engine_settings(root, database_url, **{**options, **overrides})
+
+
+async def stages_done(
+    engine: Engine,
+    session_id: str,
+    stages: tuple[str, ...] = ("extract", "graph", "embed"),
+    deadline_s: float = 180,
+) -> None:
+    """Wait until those stages of the session are done (GET /v1/sessions); fail at once when
+    one failed."""
+
+    async def done() -> bool | None:
+        r = await engine.get(f"/v1/sessions/{session_id}")
+        assert r.status_code == 200, r.text
+        found = {s["stage"]: s for s in r.json()["stages"]}
+        failed = [s for s in found.values() if s["status"] == "failed"]
+        assert not failed, failed
+        ok = all(found.get(w, {}).get("status") == "done" for w in stages)
+        return True if ok else None
+
+    await eventually(done, f"the stages of {session_id}", deadline_s=deadline_s)
 
 
 async def ingest(engine: Engine, session_id: str) -> dict[str, Any]:

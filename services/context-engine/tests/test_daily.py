@@ -146,13 +146,34 @@ async def test_a_day_is_reflected_on_from_what_was_said(engine: Engine, settings
     assert summary["strongest_moment"]["label"] == "fearful"
     assert summary["strongest_moment"]["segment_id"] == "e1-0"
 
+    # What happened, first: the facts first said that day (no graph here: PostgreSQL's
+    # extracted relations) and the promise made.
+    assert summary["facts_source"] == "postgres" and summary["facts_changed"] == []
+    assert [(f["subject"], f["predicate"], f["object"]) for f in summary["facts_new"]] == [
+        ("Asha", "spouse", "Priya")
+    ]
+    happened = [
+        "Asha's spouse is Priya.",
+        "Asha promised to call the travel agent tomorrow to book her hotel.",
+    ]
+    assert summary["what_happened"] == happened
     said = found["text"]
-    assert said.startswith("Reflection on Sunday 1 June 2025. There were 2 conversations")
-    assert "09:00–09:02 with Asha and Ravi" in said
+    assert said.startswith(f"Reflection on Sunday 1 June 2025. {' '.join(happened)}\n\n")
+    assert "\n\nThere were 2 conversations: 09:00–09:02 with Asha and Ravi" in said
     assert "Priya (" in said and "Paris" in said
-    assert 'Promises made: "I\'ll call the travel agent tomorrow to book her hotel" (Asha).' in said
     assert "1 promise was still open at the end of the day." in said
     assert "The mood went from happy in the morning to fearful in the evening." in said
+
+    # The same, structured, at the top level too.
+    assert found["what_happened"] == happened
+    assert found["facts_new"] == summary["facts_new"] and found["facts_changed"] == []
+    assert found["facts_new"][0]["statement"] == "Asha's spouse is Priya"
+    assert found["facts_new"][0]["segment_id"] == "m1-0"
+    assert [p["id"] for p in found["promises_made"]] == [made["id"]]
+    assert found["promises_kept"] == []
+    assert found["emotional_arc"].startswith(
+        "The mood went from happy in the morning to fearful in the evening. The strongest"
+    )
 
     events = await whale_events(engine)
     assert [e["event_type"] for e in events] == ["start", "complete"]
@@ -226,7 +247,8 @@ async def test_idempotent_per_day_and_made_again_when_the_day_changes(
     await wait_extracted(engine, "n1")
     changed = await daily(engine)
     assert changed["summary"]["counts"]["sessions"] == 3
-    assert changed["text"].startswith("Reflection on Sunday 1 June 2025. There were 3 conversat")
+    assert changed["text"].startswith("Reflection on Sunday 1 June 2025. Asha's spouse is Priya.")
+    assert "\n\nThere were 3 conversations" in changed["text"]
     assert changed["created_at"] == first["created_at"]
     assert changed["updated_at"] > first["updated_at"]
     complete = [e for e in await whale_events(engine) if e["event_type"] == "complete"]

@@ -196,7 +196,11 @@ async def test_the_daily_reflection_tells_made_kept_and_open(
     promises_ = day2["summary"]["promises"]
     assert [p["name"] for p in promises_["kept"]] == [MOVERS]
     assert {p["name"] for p in promises_["open"]} == {TICKETS, CONTRACT}
-    assert f'Kept: "{MOVERS}" (Priya).' in day2["text"]
+    assert [p["name"] for p in day2["promises_kept"]] == [MOVERS]
+    kept = (
+        "Priya kept the promise to call the movers tomorrow morning (made on Sunday 1 June 2025)."
+    )
+    assert kept in day2["what_happened"] and kept in day2["text"].split("\n\n")[0]
     assert "Still open from earlier days:" in day2["text"]
 
     # Day 1 is as of its own end, when the movers were still open: a later fulfilment

@@ -16,7 +16,6 @@ serves the whole module.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -27,13 +26,12 @@ import pytest
 import pytest_asyncio
 from engine_harness import (
     Engine,
-    engine_settings,
-    eventually,
+    graph_engine_settings,
     ingest,
+    stages_done,
     start_graph_engine,
     write_conversation,
 )
-from pg_harness import fresh_database
 
 pytestmark = [pytest.mark.platform, pytest.mark.asyncio(loop_scope="module")]
 
@@ -146,30 +144,12 @@ def segment_id(at: tuple[str, int]) -> str:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def database(postgres_server: tuple[str, str]) -> AsyncIterator[str]:
-    """A fresh database for this module (pg_harness's db_url is per test)."""
-    async with fresh_database(postgres_server) as url:
-        yield url
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def engine(
-    database: str, falkordb_server: str, tmp_path_factory: pytest.TempPathFactory
+    module_database: str, falkordb_server: str, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Engine]:
     """The engine with the four months spoken, graphed and consolidated night by night."""
     root: Path = tmp_path_factory.mktemp("worked-examples")
-    settings = engine_settings(
-        root,
-        database,
-        watch_debounce_s=0.1,
-        watch_max_delay_s=0.5,
-        reconcile_interval_s=2.0,
-        job_retry_base_s=0.0,
-        job_max_attempts=3,
-        gc_freeze=False,
-        graph_url=falkordb_server,
-        graph_group_id=f"t-{uuid.uuid4().hex[:12]}",
-    )
+    settings = graph_engine_settings(root, module_database, falkordb_server)
     async for e in start_graph_engine(settings):
         for session in SESSIONS:
             write_conversation(
@@ -180,27 +160,11 @@ async def engine(
                 step_s=STEP_S,
             )
             await ingest(e, session.session_id)
-            await stages_done(e, session.session_id)
+            await stages_done(e, session.session_id, deadline_s=120)
             night = session.started_at.replace(hour=3, minute=0) + timedelta(days=1)
             await consolidate(e, night)
         await consolidate(e, day(LAST_DAY, 3))
         yield e
-
-
-async def stages_done(engine: Engine, session_id: str) -> None:
-    """Wait until the session is extracted, in the graph and embedded (GET /v1/sessions)."""
-
-    async def done() -> bool | None:
-        r = await engine.get(f"/v1/sessions/{session_id}")
-        assert r.status_code == 200, r.text
-        stages = {s["stage"]: s for s in r.json()["stages"]}
-        failed = [s for s in stages.values() if s["status"] == "failed"]
-        assert not failed, failed
-        wanted = ("extract", "graph", "embed")
-        ok = all(stages.get(w, {}).get("status") == "done" for w in wanted)
-        return True if ok else None
-
-    await eventually(done, f"the stages of {session_id}", deadline_s=120)
 
 
 async def consolidate(engine: Engine, as_of: datetime) -> dict[str, Any]:

@@ -1,11 +1,15 @@
 """The memory briefing: what Annie knows before she answers.
 
-At a session's start (and so on its first chat message) two searches go to the engine at
-once: recent conversations about the opening words, and key facts of tiers L1/L2. Both
-together have `briefing_timeout_s` (3 s). What comes back is cleaned (control and format
-characters removed, anything tag-like defused), capped at `briefing_max_chars` and wrapped
-in `<memory>…</memory>` after an instruction that it is data, never instructions. When the
-engine is down, slow or refuses the token, the session starts without memory and says so.
+At a session's start (and so on its first chat message) searches go to the engine at once:
+recent conversations about the opening words (with the facts true about what they name), key
+memories of tiers L1/L2, the owner's own current facts ("I", `me`) and the open promises. All
+together have `briefing_timeout_s` (3 s). With a language model each later turn gets the
+same block for its own words (`turn_memory`), so the model answers from what is true now:
+current facts come first, the ones they replaced are marked as past. What comes back is
+cleaned (control and format characters removed, anything tag-like defused), capped at
+`briefing_max_chars` and wrapped in `<memory>…</memory>` after an instruction that it is data,
+never instructions. When the engine is down, slow or refuses the token, the session starts
+without memory and says so.
 """
 
 from __future__ import annotations
@@ -13,15 +17,25 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from collections.abc import Awaitable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from datetime import datetime
+from typing import Literal, TypeVar
 
-from annie_voice.engine import EngineClient, EngineUnavailableError, Memory
+from annie_voice.engine import (
+    EngineClient,
+    EngineUnavailableError,
+    KnownFact,
+    Memory,
+    Promise,
+    Recall,
+)
 from annie_voice.tools.base import ANGLE_LOOKALIKES, strip_invisible
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
 
+T = TypeVar("T")
 BriefingStatus = Literal["ok", "empty", "unavailable", "disabled"]
 
 MEMORY_OPEN = "<memory>"
@@ -54,6 +68,9 @@ class Briefing:
     items: int = 0
     reason: str | None = None
     elapsed_ms: int = 0
+    # what the block holds, for the chat's `memories` event
+    facts: tuple[KnownFact, ...] = ()
+    memories: tuple[Memory, ...] = ()
 
     def info(self) -> dict[str, object]:
         """What the session event says about the briefing."""
@@ -73,28 +90,58 @@ def _line(memory: Memory) -> str:
     return f"- [{when}, {who}{tier}] {clean(memory.text)}"
 
 
-def render(recent: list[Memory], facts: list[Memory], max_chars: int) -> tuple[str, int]:
-    """The `<memory>` block and how many memories made it in. The content between the tags
+def _day(when: datetime | None) -> str:
+    return when.strftime("%Y-%m-%d") if when else "unknown date"
+
+
+def fact_lines(facts: Sequence[KnownFact]) -> list[str]:
+    """The current facts first, then what they replaced, marked as past."""
+    now = [f"- [true now, since {_day(f.since)}] {clean(f.fact)}" for f in facts]
+    before = [
+        f"- [past, until {_day(r.invalid_at)}] {clean(r.fact)}" for f in facts for r in f.replaced
+    ]
+    return now + before
+
+
+def _promise_line(p: Promise) -> str:
+    who = clean(p.speaker or "someone")[:64]
+    return f"- [open since {_day(p.said_at)}, {who}] {clean(p.text)}"
+
+
+def render(
+    recent: list[Memory],
+    key: list[Memory],
+    max_chars: int,
+    *,
+    facts: Sequence[KnownFact] = (),
+    promises: Sequence[Promise] = (),
+) -> tuple[str, int]:
+    """The `<memory>` block and how many items made it in. The content between the tags
     is at most `max_chars` characters; a line that does not fit whole is cut with `…`."""
     seen: set[str] = set()
-    sections: list[tuple[str, list[Memory]]] = [
-        ("Key facts (validated memories):", facts),
-        ("Recent conversations (newest first):", recent),
+    sections: list[tuple[str, list[str]]] = [
+        ("Facts (what is true now; past ones marked, prefer the current):", fact_lines(facts)),
+        ("Open promises:", [_promise_line(p) for p in promises]),
     ]
+    for title, memories in (
+        ("Key memories (validated):", key),
+        ("Recent conversations (newest first):", recent),
+    ):
+        fresh = []
+        for m in memories:
+            k = clean(m.text).casefold()
+            if k and k not in seen:
+                seen.add(k)
+                fresh.append(_line(m))
+        sections.append((title, fresh))
     lines: list[str] = []
     used = 0
     count = 0
     budget = max_chars
-    for title, memories in sections:
-        fresh = []
-        for m in memories:
-            key = clean(m.text).casefold()
-            if key and key not in seen:
-                seen.add(key)
-                fresh.append(m)
-        if not fresh:
+    for title, items in sections:
+        if not items:
             continue
-        for line in [title, *(_line(m) for m in fresh)]:
+        for line in [title, *items]:
             cost = len(line) + (1 if lines else 0)
             if used + cost > budget:
                 room = budget - used - (1 if lines else 0)
@@ -115,6 +162,17 @@ def render(recent: list[Memory], facts: list[Memory], max_chars: int) -> tuple[s
     return f"{PREAMBLE}\n{MEMORY_OPEN}\n{body}\n{MEMORY_CLOSE}", count
 
 
+def unique_facts(*groups: Sequence[KnownFact]) -> list[KnownFact]:
+    """The facts of all groups in order, each once."""
+    seen: set[str] = set()
+    out = []
+    for f in (f for g in groups for f in g):
+        if f.fact.casefold() not in seen:
+            seen.add(f.fact.casefold())
+            out.append(f)
+    return out
+
+
 async def build_briefing(
     engine: EngineClient | None,
     query: str,
@@ -122,9 +180,13 @@ async def build_briefing(
     limit: int,
     timeout_s: float,
     max_chars: int,
+    me: str | None = None,
+    owner: bool = True,
 ) -> Briefing:
-    """Ask the engine for recent conversations and L1/L2 key facts about `query`, within
-    `timeout_s` in all. Never raises: a failure is a briefing with status `unavailable`."""
+    """Ask the engine for recent conversations about `query` with the facts about what it
+    names, L1/L2 key memories, and (`owner`) the owner's current facts and open promises,
+    within `timeout_s` in all. Never raises: a failure is a briefing with status
+    `unavailable`."""
     if engine is None:
         return Briefing(status="disabled", reason="the memory briefing is turned off")
     started = time.monotonic()
@@ -134,9 +196,11 @@ async def build_briefing(
 
     try:
         async with asyncio.timeout(timeout_s):
-            recent, facts = await asyncio.gather(
-                engine.context(query, limit=limit),
+            found, key, mine, promises = await asyncio.gather(
+                engine.recall(query, limit=limit, me=me),
                 engine.context(query, limit=limit, tiers=KEY_TIERS),
+                _optional(engine.recall("me", limit=1, me=me), Recall(), "owner facts", owner),
+                _optional(engine.open_promises(limit), [], "open promises", owner),
             )
     except TimeoutError:
         log.warning("briefing.unavailable", reason="timeout", timeout_s=timeout_s)
@@ -146,12 +210,33 @@ async def build_briefing(
     except EngineUnavailableError as exc:
         log.warning("briefing.unavailable", reason=exc.reason)
         return Briefing(status="unavailable", reason=exc.reason, elapsed_ms=elapsed())
-    recent.sort(key=lambda m: m.timestamp.timestamp() if m.timestamp else 0.0, reverse=True)
-    text, count = render(recent, facts, max_chars)
+    recent = sorted(
+        found.memories, key=lambda m: m.timestamp.timestamp() if m.timestamp else 0.0,
+        reverse=True,
+    )  # fmt: skip
+    facts = unique_facts(found.facts, mine.facts if owner else [])
+    text, count = render(recent, key, max_chars, facts=facts, promises=promises)
     if count == 0:
         return Briefing(status="empty", reason="no memories matched", elapsed_ms=elapsed())
-    log.info("briefing.ready", items=count, chars=len(text))
-    return Briefing(status="ok", text=text, items=count, elapsed_ms=elapsed())
+    log.info("briefing.ready", items=count, chars=len(text), facts=len(facts))
+    return Briefing(
+        status="ok", text=text, items=count, elapsed_ms=elapsed(), facts=tuple(facts),
+        memories=tuple(recent),
+    )  # fmt: skip
+
+
+async def _optional(found: Awaitable[T], default: T, what: str, wanted: bool) -> T:
+    """An extra part of the briefing: without it (not wanted, or an engine that cannot say)
+    the briefing goes on."""
+    if not wanted:
+        if isinstance(found, Coroutine):
+            found.close()
+        return default
+    try:
+        return await found
+    except EngineUnavailableError as exc:
+        log.info("briefing.part_missing", part=what, reason=exc.reason)
+        return default
 
 
 def system_prompt(base: str, briefing: Briefing) -> str:

@@ -1,10 +1,13 @@
 """The text chat: sessions (in memory, least recently used dropped past `max_sessions`) and
 one turn of the conversation as a stream of events.
 
-A turn: on a new session the memory briefing first (`session` event), then the backend
-streams; text goes through the tool-call text filter to `token` events; tool calls are run
-(`tool_use` events) and their results given back to the model, at most `max_tool_rounds`
-times; `done` closes the turn with the full text, usage and timings, `error` when it failed.
+A turn: on a new session the memory briefing first (`session` event); then what the turn
+answers from (`memories` event: the facts and segments — a language model gets them in its
+prompt, from the briefing on a session's first turn and from a search of the turn's own words
+on later ones; the offline responder says which it used), then the backend streams; text goes
+through the tool-call text filter to `token` events; tool calls are run (`tool_use` events)
+and their results given back to the model, at most `max_tool_rounds` times; `done` closes the
+turn with the full text, usage and timings, `error` when it failed.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ from typing import Any
 
 from annie_voice.briefing import Briefing, build_briefing, system_prompt
 from annie_voice.config import Settings
-from annie_voice.engine import EngineClient
+from annie_voice.engine import EngineClient, KnownFact, Memory
 from annie_voice.llm.base import (
     ChatBackend,
     LLMError,
+    MemoryUsed,
     Message,
     TextDelta,
     Tool,
@@ -43,7 +47,8 @@ SUMMARY_CHARS = 300
 
 @dataclass(frozen=True, slots=True)
 class ChatEvent:
-    """One Server-Sent Event of a turn: `session`, `token`, `tool_use`, `done` or `error`."""
+    """One Server-Sent Event of a turn: `session`, `memories`, `token`, `tool_use`, `done` or
+    `error`."""
 
     event: str
     data: dict[str, Any]
@@ -110,6 +115,31 @@ class SessionBusyError(RuntimeError):
     """A turn is already running in this session."""
 
 
+def _iso(when: datetime | None) -> str | None:
+    return when.isoformat() if when else None
+
+
+def memories_event(facts: Sequence[KnownFact], memories: Sequence[Memory]) -> ChatEvent:
+    """The `memories` event: the facts (with what they replaced) and segments a turn used."""
+    return ChatEvent(
+        "memories",
+        {
+            "facts": [
+                {"fact": f.fact, "subject": f.subject, "predicate": f.predicate,
+                 "object": f.object, "since": _iso(f.since),
+                 "replaced": [{"fact": r.fact, "valid_at": _iso(r.valid_at),
+                               "invalid_at": _iso(r.invalid_at)} for r in f.replaced]}
+                for f in facts
+            ],
+            "memories": [
+                {"text": m.text, "speaker": m.speaker, "timestamp": _iso(m.timestamp),
+                 "source_session": m.source_session, "tier": m.tier}
+                for m in memories
+            ],
+        },
+    )  # fmt: skip
+
+
 def summarise(result: dict[str, Any]) -> str:
     text = json.dumps(result, ensure_ascii=False, default=str)
     return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
@@ -134,6 +164,25 @@ class ChatService:
         self.tools: dict[str, Tool] = {t.name: t for t in tools}
         self.sessions = SessionStore(settings.max_sessions)
 
+    @property
+    def me(self) -> str | None:
+        """Who "I" is to the engine: the first owner speaker label, else the engine's guess."""
+        owners = self.settings.owner_speakers
+        return owners[0] if owners else None
+
+    async def turn_memory(self, message: str) -> Briefing:
+        """The memory block for a later turn's own words (facts first), for a language model;
+        the owner's facts and promises are in the session's briefing already."""
+        return await build_briefing(
+            self.engine if self.settings.briefing_enabled and self.settings.turn_memory else None,
+            message,
+            limit=self.settings.briefing_limit,
+            timeout_s=self.settings.briefing_timeout_s,
+            max_chars=self.settings.briefing_max_chars,
+            me=self.me,
+            owner=False,
+        )
+
     # --- sessions ---
 
     async def brief(self, session: ChatSession, query: str | None) -> Briefing:
@@ -144,6 +193,7 @@ class ChatService:
             limit=self.settings.briefing_limit,
             timeout_s=self.settings.briefing_timeout_s,
             max_chars=self.settings.briefing_max_chars,
+            me=self.me,
         )
         session.briefing = briefing
         self.observer.emit(
@@ -281,6 +331,12 @@ class ChatService:
         mark = len(session.history)
         session.history.append(Message(role="user", content=message))
         system = system_prompt(self.settings.system_prompt, briefing)
+        if lookahead is None:  # a language model: it answers from what the prompt holds
+            used = briefing
+            if not new and not reset:  # a new or reset session was briefed on `message`
+                used = await self.turn_memory(message)
+                system = system_prompt(system, used)
+            yield memories_event(used.facts, used.memories)
         tools = list(self.tools.values()) if self.backend.supports_tools else []
         usage = Usage()
         full: list[str] = []
@@ -304,6 +360,9 @@ class ChatService:
                     elif isinstance(item, ToolCall):
                         visible = ""
                         calls.append(item)
+                    elif isinstance(item, MemoryUsed):
+                        yield memories_event(item.facts, item.memories)
+                        continue
                     else:
                         usage = Usage(
                             usage.input_tokens + item.input_tokens,

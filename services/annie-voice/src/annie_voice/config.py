@@ -65,6 +65,9 @@ class Settings(ServiceSettings):
     briefing_query: str = Field(
         default="today plans people promises family friends work", min_length=1, max_length=512
     )
+    # With a language model, each turn after the first also searches memory for its own words
+    # and puts what it finds (current facts first) in the prompt; off: only the briefing.
+    turn_memory: bool = True
     # Before each turn Annie asks the engine whether anything was forgotten since the session
     # was briefed (GET /v1/forget); if so she drops the session's history and briefs it again.
     # The check's timeout, seconds: an engine that does not answer in time skips the check.

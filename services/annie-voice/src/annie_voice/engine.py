@@ -1,11 +1,12 @@
-"""The context engine as Annie sees it: memory search (`GET /v1/context`), event emission
-(`POST /v1/events/emit`) and a reachability check, over one pooled httpx client."""
+"""The context engine as Annie sees it: memory search with what is known (`GET /v1/context`:
+segments, and the facts true about the entities a question names), open promises, event
+emission (`POST /v1/events/emit`) and a reachability check, over one pooled httpx client."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -39,13 +40,7 @@ class Memory:
         text = item.get("text")
         if not isinstance(text, str) or not text.strip():
             return None
-        when: datetime | None = None
-        raw = item.get("timestamp")
-        if isinstance(raw, str):
-            try:
-                when = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-            except ValueError:
-                when = None
+        when = _when(item.get("timestamp"))
         entities = tuple(
             e["name"]
             for e in item.get("entities") or []
@@ -64,6 +59,100 @@ class Memory:
             score=float(score) if isinstance(score, int | float) else 0.0,
             entities=entities,
         )
+
+
+def _when(raw: object) -> datetime | None:
+    if not isinstance(raw, str):
+        return None
+    try:
+        when = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _str(raw: object) -> str:
+    return raw if isinstance(raw, str) else ""
+
+
+@dataclass(frozen=True, slots=True)
+class PastFact:
+    """A fact a newer one replaced ("Arjun drinks coffee", until the switch to tea)."""
+
+    fact: str
+    predicate: str
+    object: str
+    valid_at: datetime | None
+    invalid_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class KnownFact:
+    """A fact true at the time asked about: "Meera lives in Mumbai", since when, what it
+    replaced, and the segments it was said in (as memories)."""
+
+    fact: str
+    subject: str
+    predicate: str
+    object: str
+    since: datetime | None
+    replaced: tuple[PastFact, ...] = ()
+    sources: tuple[Memory, ...] = ()
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any]) -> KnownFact | None:
+        fact = item.get("fact")
+        if not isinstance(fact, str) or not fact.strip():
+            return None
+        replaced = tuple(
+            PastFact(_str(r.get("fact")), _str(r.get("predicate")), _str(r.get("object")),
+                     _when(r.get("valid_at")), _when(r.get("invalid_at")))
+            for r in item.get("replaced") or []
+            if isinstance(r, dict) and isinstance(r.get("fact"), str)
+        )  # fmt: skip
+        sources = tuple(
+            Memory(text=s["text"], speaker=s.get("speaker") if isinstance(s.get("speaker"), str)
+                   else None, timestamp=_when(s.get("spoken_at")),
+                   source_session=_str(s.get("session_id")) or None)
+            for s in item.get("sources") or []
+            if isinstance(s, dict) and isinstance(s.get("text"), str) and s["text"].strip()
+        )  # fmt: skip
+        return cls(
+            fact=fact,
+            subject=_str(item.get("subject")),
+            predicate=_str(item.get("predicate")),
+            object=_str(item.get("object")),
+            since=_when(item.get("since") or item.get("valid_at")),
+            replaced=replaced,
+            sources=sources,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """An entity a question names; `owner` when named by "I", "me" or "my"."""
+
+    name: str
+    type: str
+    owner: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Recall:
+    """What one `/v1/context` search gave: segments, and what is known about its subjects."""
+
+    memories: list[Memory] = field(default_factory=list)
+    facts: list[KnownFact] = field(default_factory=list)
+    about: list[Subject] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Promise:
+    """An open promise: its words, who made it and when."""
+
+    text: str
+    speaker: str | None
+    said_at: datetime | None
 
 
 class EngineClient:
@@ -108,12 +197,28 @@ class EngineClient:
         as_of: datetime | None = None,
     ) -> list[Memory]:
         """Search the whole memory (never an `hours_back` window: it would hide every older
-        memory), optionally only the given tiers."""
+        memory), optionally only the given tiers: the segments found."""
+        found = await self.recall(query, limit=limit, tiers=tiers, as_of=as_of)
+        return found.memories
+
+    async def recall(
+        self,
+        query: str,
+        *,
+        limit: int = 5,
+        tiers: Sequence[str] | None = None,
+        as_of: datetime | None = None,
+        me: str | None = None,
+    ) -> Recall:
+        """`context`, with the facts true about the question's subjects (`me`: who "I" is,
+        default the engine's owner). An engine without facts gives none."""
         params: dict[str, str | int] = {"query": query[:512], "limit": limit}
         if tiers:
             params["tier"] = ",".join(tiers)
         if as_of is not None:
             params["as_of"] = as_of.isoformat()
+        if me and me.strip():
+            params["me"] = me.strip()[:200]
         response = await self._request("GET", "/v1/context", params=params)
         try:
             body = response.json()
@@ -123,7 +228,33 @@ class EngineClient:
         if not isinstance(results, list):
             raise EngineUnavailableError("bad response")
         memories = [Memory.from_result(r) for r in results if isinstance(r, dict)]
-        return [m for m in memories if m is not None]
+        raw_facts = body.get("facts") if isinstance(body.get("facts"), list) else []
+        facts = [KnownFact.from_item(f) for f in raw_facts if isinstance(f, dict)]
+        about = [
+            Subject(a["name"], _str(a.get("type")), bool(a.get("owner")))
+            for a in body.get("about") or []
+            if isinstance(a, dict) and isinstance(a.get("name"), str)
+        ]
+        return Recall(
+            memories=[m for m in memories if m is not None],
+            facts=[f for f in facts if f is not None],
+            about=about,
+        )
+
+    async def open_promises(self, limit: int = 5) -> list[Promise]:
+        """The open promises, newest first."""
+        response = await self._request(
+            "GET", "/v1/promises", params={"status": "open", "limit": limit}
+        )
+        try:
+            items = response.json()["promises"]
+        except (ValueError, KeyError, TypeError):
+            raise EngineUnavailableError("bad response") from None
+        return [
+            Promise(p["evidence"] or _str(p.get("name")), p.get("speaker"),
+                    _when(p.get("first_said_at")))
+            for p in items if isinstance(p, dict) and isinstance(p.get("evidence"), str)
+        ]  # fmt: skip
 
     async def forget_marker(self, timeout_s: float) -> str | None:
         """What the engine has forgotten, as a marker that changes whenever a forget request is

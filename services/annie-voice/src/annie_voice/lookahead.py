@@ -20,13 +20,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
-from annie_voice.engine import Memory
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
 
-Search = Callable[[str], Awaitable[list[Memory]]]
+Found = TypeVar("Found")  # what a search gives (the offline responder's: engine.Recall)
+Search = Callable[[str], Awaitable[Found]]
 _WORDS = re.compile(r"\w+")
 
 
@@ -37,24 +38,24 @@ def query_key(text: str) -> str:
 
 
 @dataclass
-class _Started:
+class _Started(Generic[Found]):
     marker: str
     at: float
-    task: asyncio.Task[list[Memory]]
+    task: asyncio.Task[Found]
 
 
-def _retrieve(task: asyncio.Task[list[Memory]]) -> None:
+def _retrieve(task: asyncio.Task[object]) -> None:
     # A search nobody takes may fail; its error is the turn's to report, not the loop's.
     if not task.cancelled():
         task.exception()
 
 
-class MemoryLookahead:
-    def __init__(self, search: Search, *, ttl_s: float = 5.0, capacity: int = 4) -> None:
+class MemoryLookahead(Generic[Found]):
+    def __init__(self, search: Search[Found], *, ttl_s: float = 5.0, capacity: int = 4) -> None:
         self._search = search
         self.ttl_s = ttl_s
         self.capacity = capacity
-        self._started: OrderedDict[str, _Started] = OrderedDict()
+        self._started: OrderedDict[str, _Started[Found]] = OrderedDict()
         self.used = 0
         self.unused = 0
 
@@ -88,7 +89,7 @@ class MemoryLookahead:
         for key in [k for k, s in self._started.items() if marker is None or s.marker != marker]:
             self._drop(key)
 
-    async def take(self, query: str) -> list[Memory] | None:
+    async def take(self, query: str) -> Found | None:
         """The memories the search for `query` found, or None (none started, too old, failed):
         then the caller searches itself."""
         started = self._started.pop(query_key(query), None)

@@ -249,7 +249,7 @@ class Consolidator:
         try:
             await daily.reflect_once(
                 self.engine, self.settings, yesterday, recorder=self.recorder,
-                ingest=self.ingest, now=as_of,
+                ingest=self.ingest, now=as_of, graph=self.graph,
             )  # fmt: skip
         except Exception as exc:
             log.error("consolidation.reflection_failed", day=yesterday.isoformat(),

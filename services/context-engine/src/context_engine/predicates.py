@@ -1,8 +1,10 @@
 """The predicate vocabulary: every relation her-os knows, and how a newer fact ends an older one.
 
 One table (PREDICATES) is read by the fast extractor (which predicates it may emit), by the
-graph writers of both paths (readable fact sentences, object node types, supersession) and by
-the LLM path's edge-name mapping (SYNONYMS). docs/adr/0017 explains the choices.
+graph writers of both paths (readable fact sentences, object node types, supersession), by
+the LLM path's edge-name mapping (SYNONYMS) and by whatever says a fact in English
+(`statement`, `change`: the daily reflection's "Meera moved from Pune to Mumbai").
+docs/adr/0017 explains the choices.
 
 Each predicate belongs to at most one *group* (a timeline) in a *state*, "on" or "off":
 - residence: lives_in / moved_to (on), moved_from / lived_in (off);
@@ -47,6 +49,7 @@ class Predicate:
     state: State = "on"
     ends: tuple[str, ...] = ()  # other groups this fact ends on the same pair (rule 3)
     phrase: str = ""  # how the fact reads, when not the predicate's words
+    past: str = ""  # how it reads once over ("lived in"), when not the same as `phrase`
 
 
 def _p(name: str, **kw: object) -> Predicate:
@@ -94,7 +97,13 @@ PREDICATES: MappingProxyType[str, Predicate] = MappingProxyType(
             ),
             _p("pet", noun=True, object_type="topic"),
             # places
-            _p("lives_in", object_type="place", group="residence", phrase="lives in"),
+            _p(
+                "lives_in",
+                object_type="place",
+                group="residence",
+                phrase="lives in",
+                past="lived in",
+            ),
             _p("moved_to", object_type="place", group="residence", phrase="moved to"),
             _p(
                 "moved_from",
@@ -110,9 +119,15 @@ PREDICATES: MappingProxyType[str, Predicate] = MappingProxyType(
                 state="off",
                 phrase="used to live in",
             ),
-            _p("is_from", object_type="place", phrase="is from"),
+            _p("is_from", object_type="place", phrase="is from", past="was from"),
             # work and study
-            _p("works_at", object_type="organization", group="employment", phrase="works at"),
+            _p(
+                "works_at",
+                object_type="organization",
+                group="employment",
+                phrase="works at",
+                past="worked at",
+            ),
             _p(
                 "worked_at",
                 object_type="organization",
@@ -121,9 +136,15 @@ PREDICATES: MappingProxyType[str, Predicate] = MappingProxyType(
                 phrase="used to work at",
             ),
             _p("quit", object_type="organization", group="employment", state="off", phrase="left"),
-            _p("works_as", group="role", phrase="works as"),
+            _p("works_as", group="role", phrase="works as", past="worked as"),
             _p("worked_as", group="role", state="off", phrase="used to work as"),
-            _p("studies_at", object_type="organization", group="education", phrase="studies at"),
+            _p(
+                "studies_at",
+                object_type="organization",
+                group="education",
+                phrase="studies at",
+                past="studied at",
+            ),
             _p(
                 "studied_at",
                 object_type="organization",
@@ -139,17 +160,31 @@ PREDICATES: MappingProxyType[str, Predicate] = MappingProxyType(
                 phrase="graduated from",
             ),
             # preferences, habits, things
-            *(_p(n, group="preference") for n in ("likes", "loves", "enjoys", "prefers")),
             *(
-                _p(n, group="preference", state="off", ends=("usage", "drink", "activity"))
-                for n in ("avoids", "dislikes", "hates")
+                _p(n, group="preference", past=past)
+                for n, past in (
+                    ("likes", "liked"),
+                    ("loves", "loved"),
+                    ("enjoys", "enjoyed"),
+                    ("prefers", "preferred"),
+                )
             ),
-            _p("drinks", group="drink"),
-            _p("uses", group="usage"),
-            _p("owns", group="usage"),
+            *(
+                _p(
+                    n,
+                    group="preference",
+                    state="off",
+                    ends=("usage", "drink", "activity"),
+                    past=past,
+                )
+                for n, past in (("avoids", "avoided"), ("dislikes", "disliked"), ("hates", "hated"))
+            ),
+            _p("drinks", group="drink", past="drank"),
+            _p("uses", group="usage", past="used"),
+            _p("owns", group="usage", past="owned"),
             _p("stopped_using", group="usage", state="off", phrase="stopped using"),
-            _p("does", group="activity"),
-            _p("plays", group="activity"),
+            _p("does", group="activity", past="did"),
+            _p("plays", group="activity", past="played"),
             _p(
                 "stopped",
                 group="activity",
@@ -225,3 +260,105 @@ def spec(predicate: str) -> Predicate | None:
 def is_single_valued(predicate: str) -> bool:
     s = spec(predicate)
     return s is not None and s.group in SINGLE_VALUED and s.state == "on"
+
+
+# --- facts as English ----------------------------------------------------------------------
+
+# How a change of object within a single-valued group reads ({s} the subject, {old} / {new}
+# the objects). Other endings read "<new statement>, and no longer <old>" (change()).
+CHANGES: MappingProxyType[str, str] = MappingProxyType(
+    {
+        "residence": "{s} moved from {old} to {new}",
+        "employment": "{s} left {old} for {new}",
+        "education": "{s} moved from {old} to {new}",
+        "role": "{s} went from {old} to {new}",
+        "drink": "{s} switched from {old} to {new}",
+        "usage": "{s} switched from {old} to {new}",
+    }
+)
+
+
+def _plural(word: str) -> str:
+    """A category word as a plural: shoe → shoes, glass → glasses, battery → batteries (one
+    already plural, "headphones", stays)."""
+    if word.endswith(("ss", "x", "z", "ch", "sh")):
+        return f"{word}es"
+    if word.endswith("s"):
+        return word
+    if word.endswith("y") and word[-2:-1] not in ("a", "e", "i", "o", "u", ""):
+        return f"{word[:-1]}ies"
+    return f"{word}s"
+
+
+def _thing(obj: str, category: str | None) -> str:
+    """The object, with its category when it adds something: "Hoka (shoes)"."""
+    obj = " ".join(obj.split())
+    kind = " ".join((category or "").split()).casefold()
+    if not kind or kind in obj.casefold():
+        return obj
+    return f"{obj} ({_plural(kind)})"
+
+
+def _words(predicate: str, current: bool) -> tuple[Predicate | None, str]:
+    """The predicate's spec and its words: "lives in" (current) / "lived in" (over)."""
+    p = normalise(predicate)
+    known = PREDICATES.get(p)
+    if known is None:
+        return None, p.replace("_", " ")
+    if known.noun:
+        return known, known.phrase or p.replace("_", "-")
+    words = known.phrase or p.replace("_", " ")
+    return known, words if current else (known.past or words)
+
+
+def statement(
+    subject: str, predicate: str, obj: str, *, category: str | None = None, current: bool = True
+) -> str:
+    """A fact as a short English clause (no final full stop), from the vocabulary's own
+    words: ("Meera", "lives_in", "Mumbai") → "Meera lives in Mumbai"; `current=False` → "Meera
+    lived in Mumbai"; kinship nouns → "Asha's spouse is Priya" / "… was Priya"; a category →
+    "Rajesh uses Hoka (shoes)". An unknown predicate (an LLM's edge name) reads as its words:
+    ("Asha", "VISITED", "Goa") → "Asha visited Goa". Predicate names are normalised first
+    (synonyms, any case)."""
+    subject = " ".join(subject.split())
+    known, words = _words(predicate, current)
+    thing = _thing(obj, category)
+    if known is not None and known.noun:
+        return f"{subject}'s {words} {'is' if current else 'was'} {thing}"
+    return f"{subject} {words} {thing}"
+
+
+def change(
+    subject: str,
+    old_predicate: str,
+    old_obj: str,
+    new_predicate: str,
+    new_obj: str,
+    *,
+    category: str | None = None,
+) -> str:
+    """How a newer fact that ended an older one of the same subject reads: a new object in
+    a single-valued group by CHANGES ("Meera moved from Pune to Mumbai", "Rajesh switched
+    from coffee to tea", "Rajesh switched from Nike to Hoka (shoes)"); the same object in
+    another state "Rajesh avoids coffee, and no longer loves it"; a kinship noun "<new>
+    (before: <old, over>)"; anything else "<new>, and no longer <old's words> <old object>"."""
+    subject = " ".join(subject.split())
+    old, new = spec(old_predicate), spec(new_predicate)
+    said = statement(subject, new_predicate, new_obj, category=category)
+    same_object = " ".join(old_obj.split()).casefold() == " ".join(new_obj.split()).casefold()
+    if (
+        not same_object
+        and old is not None
+        and new is not None
+        and old.group == new.group
+        and old.state == new.state == "on"
+        and (template := CHANGES.get(old.group or "")) is not None
+    ):
+        return template.format(
+            s=subject, old=" ".join(old_obj.split()), new=_thing(new_obj, category)
+        )
+    _, words = _words(old_predicate, True)
+    if old is not None and old.noun:
+        return f"{said} (before: {statement(subject, old_predicate, old_obj, current=False)})"
+    what = "it" if same_object else _thing(old_obj, category)
+    return f"{said}, and no longer {words} {what}"

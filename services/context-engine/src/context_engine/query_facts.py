@@ -16,10 +16,12 @@ profile.
    then the words they share with the query, then the newest — and the first `limit` are
    returned, each with its sources (the segments it was said in), since when it holds
    (`valid_at`) and the facts it replaced (ended ones whose `ended_by` is this fact).
-4. For ranking (retrieve.fuse): the segments behind the facts returned are `current_sources`,
-   and those behind the facts that had ended by as_of (unless a current fact was said in
-   them too) are `superseded_sources`; a search weighs the first up and the second down, so
-   what is true now comes before what used to be.
+4. For ranking (retrieve.fuse): the segments behind the facts returned that replaced an older
+   one are `current_sources` (only a change needs the newer words lifted: lifting every
+   fact's segment cost LoCoMo 1.8 points of recall@5), and those behind the facts that had
+   ended by as_of (unless a current fact was said in them too) are `superseded_sources`; a
+   search weighs the first up and the second down, so what is true now comes before what
+   used to be.
 
 A fact whose every source segment has been forgotten is left out (the graph job that rewrites
 the session may not have run yet): forgetting reaches what the query shows at once.
@@ -217,7 +219,10 @@ class QueryFacts:
             about=about,
             facts=shown,
             current_sources={
-                (s["session_id"], s["segment_id"]) for item in shown for s in item["sources"]
+                (s["session_id"], s["segment_id"])
+                for item in shown
+                if item["replaced"]
+                for s in item["sources"]
             },
             superseded_sources={key for f in ended for key in f.sources} - said,
         )

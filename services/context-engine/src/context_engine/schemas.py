@@ -411,6 +411,48 @@ class DailyReflectionOut(BaseModel):
     updated_at: datetime
 
 
+class DailyFact(BaseModel):
+    """A fact first said that day (day_facts.py)."""
+
+    statement: str  # "Meera lives in Mumbai" (predicates.statement)
+    subject: str
+    predicate: str  # ours ("lives_in"), or an LLM's own edge name in snake_case
+    object: str
+    category: str | None = None  # "shoe" for (Rajesh, uses, Hoka)
+    valid_at: str | None = None  # ISO: since when it is true (may precede said_at: "last week")
+    said_at: str | None = None  # ISO: when it was first said that day
+    session_id: str
+    segment_id: str | None = None
+
+
+class DailyChange(DailyFact):
+    """A fact of that day that ended an older one: `statement` says both ("Meera moved from
+    Pune to Mumbai"), `previous` is the fact it ended (its statement in the past tense)."""
+
+    previous: DailyFact
+
+
+class DailyPromise(BaseModel):
+    id: int
+    name: str
+    speaker: str | None = None
+    first_said_at: str | None = None
+    session_id: str | None = None
+    fulfilled_at: str | None = None
+    fulfilment_evidence: str | None = None
+
+
+class DailyReflectionPage(DailyReflectionOut):
+    """DailyReflectionOut and what happened, structured (all also in `summary`)."""
+
+    what_happened: list[str] = Field(default_factory=list)  # the text's first sentences
+    facts_new: list[DailyFact] = Field(default_factory=list)
+    facts_changed: list[DailyChange] = Field(default_factory=list)
+    promises_made: list[DailyPromise] = Field(default_factory=list)
+    promises_kept: list[DailyPromise] = Field(default_factory=list)
+    emotional_arc: str = ""  # how the mood moved through the day; "" when none was recorded
+
+
 class PromiseOut(BaseModel):
     """A promise entity, where it was first said, and whether it was kept (promises.py)."""
 

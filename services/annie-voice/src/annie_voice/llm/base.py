@@ -2,7 +2,8 @@
 
 A tool is anything with a `name`, a `description`, a JSON-schema `parameters` object and
 `async run(args) -> dict`; the chat loop offers the tools to the model, runs the calls it
-makes, and gives the results back. A backend streams `TextDelta`, `ToolCall` and `Usage`.
+makes, and gives the results back. A backend streams `TextDelta`, `ToolCall` and `Usage`, and
+one that searched memory itself `MemoryUsed`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
+
+from annie_voice.engine import KnownFact, Memory
 
 
 @runtime_checkable
@@ -60,7 +63,15 @@ class Usage:
     output_tokens: int = 0
 
 
-StreamEvent = TextDelta | ToolCall | Usage
+@dataclass(frozen=True, slots=True)
+class MemoryUsed:
+    """What a backend that searched memory itself (the offline responder) answered from."""
+
+    facts: tuple[KnownFact, ...] = ()
+    memories: tuple[Memory, ...] = ()
+
+
+StreamEvent = TextDelta | ToolCall | Usage | MemoryUsed
 
 
 class ChatBackend(Protocol):

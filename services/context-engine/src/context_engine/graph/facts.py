@@ -62,12 +62,8 @@ def edge_name(predicate: str) -> str:
 
 
 def fact_sentence(subject: str, predicate: str, obj: str) -> str:
-    p = normalise_predicate(predicate)
-    known = predicates.PREDICATES.get(p)
-    words = known.phrase if known is not None and known.phrase else p.replace("_", " ")
-    if known is not None and known.noun:
-        return f"{subject}'s {words} is {obj}"
-    return f"{subject} {words} {obj}"
+    """The fact's stored text: the vocabulary's clause for it ("Asha's spouse is Priya")."""
+    return predicates.statement(subject, predicate, obj)
 
 
 def object_type(predicate: str) -> str:

@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Query
 from context_engine.daily import FutureDayError, local_today, reflect_once
 from context_engine.llm.errors import LLMConfigError
 from context_engine.routes.deps import RuntimeDep
-from context_engine.schemas import DailyReflectionOut
+from context_engine.schemas import DailyReflectionPage
 
 router = APIRouter(tags=["daily"])
 
@@ -24,7 +24,7 @@ def _bad_date(msg: str) -> HTTPException:
 
 @router.get(
     "/daily",
-    response_model=DailyReflectionOut,
+    response_model=DailyReflectionPage,
     summary="The reflection of a day (made when first asked, or when its inputs changed)",
     responses={422: {"description": "a malformed date, or a day that has not begun"}},
 )
@@ -38,7 +38,7 @@ async def get_daily(
             description="YYYY-MM-DD, a local day in CONTEXT_ENGINE_TIMEZONE; default today",
         ),
     ] = None,
-) -> DailyReflectionOut:
+) -> DailyReflectionPage:
     if day is None:
         wanted = local_today(runtime.settings.timezone)
     else:
@@ -53,9 +53,10 @@ async def get_daily(
             wanted,
             recorder=runtime.recorder,
             ingest=runtime.ingestor.ingest_file,
+            graph=runtime.graph,
         )
     except FutureDayError as exc:
         raise _bad_date(str(exc)) from None
     except LLMConfigError as exc:  # a malformed LLM setting: say which
         raise HTTPException(status_code=503, detail=str(exc)) from exc
-    return DailyReflectionOut.model_validate(reflection.as_dict())
+    return DailyReflectionPage.model_validate(reflection.as_dict())
