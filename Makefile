@@ -6,7 +6,7 @@ RUN := $(UV) run --frozen
 .PHONY: help setup setup-node dashboard up down status logs test test-python test-dashboard lint format \
 	config-reference bench bench-1m \
 	bench-audio test-real-llm bench-extract bench-latency bench-latency-1m bench-locomo bench-locomo-offline \
-	bench-consolidation bench-tiers bench-events bench-voice bench-load
+	bench-consolidation bench-tiers bench-events bench-voice bench-load bench-answers
 
 help:
 	@echo "make up        set up if needed, then run the platform on embedded defaults (Ctrl-C stops);"
@@ -15,6 +15,7 @@ help:
 	@echo "make down | status | logs    control a running platform"
 	@echo "make bench | bench-audio | bench-extract | bench-latency | bench-locomo | bench-consolidation"
 	@echo "               | bench-tiers | bench-events | bench-voice | bench-load | bench-locomo-offline"
+	@echo "               | bench-answers"
 	@echo "               benchmarks (docs/benchmarks.md)"
 	@echo "make test-real-llm    opt-in proof against a real llama-server (slow the first time)"
 	@echo "make config-reference regenerate the settings reference (docs/deploy.md, .env.example)"
@@ -136,5 +137,9 @@ bench-audio: setup
 # Context engine's fast entity extractor (bench/extract/): person and relation precision/recall
 # on DialogRE dev, speaker names, places and observation coverage on LoCoMo dev, throughput;
 # ../shared/data, in process.
+# Annie's answers to every LoCoMo dev question (offline responder; LLM_URL=... for a model).
+bench-answers: setup
+	$(RUN) python bench/answers/locomo_answers.py $(if $(LLM_URL),--llm-url $(LLM_URL) --llm-model $(LLM_MODEL))
+
 bench-extract: setup
 	$(RUN) python bench/extract/extract_quality.py

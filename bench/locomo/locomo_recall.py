@@ -106,6 +106,7 @@ class Question:
     text: str
     category: int
     evidence: frozenset[str]
+    answer: str | None = None  # the gold answer (none for adversarial questions)
 
 
 @dataclass
@@ -192,7 +193,13 @@ def load(path: Path, captions: bool, limit: int | None) -> tuple[list[Conversati
             if not evidence:
                 cleaning.questions_without_evidence += 1
                 continue
-            questions.append(Question(qa["question"], int(qa["category"]), evidence))
+            gold = qa.get("answer")
+            questions.append(
+                Question(
+                    qa["question"], int(qa["category"]), evidence,
+                    None if gold is None else str(gold),
+                )
+            )  # fmt: skip
         conversations.append(Conversation(item["sample_id"], sessions, questions))
     return conversations, cleaning
 
@@ -580,7 +587,7 @@ async def run(
                     wait_embedder(swept_engine)
                     task = progress.add_task(spec, total=len(conv.questions))
                     swept[spec] += await ask_all(swept_engine, conv, as_of, None, progress, task)
-        version = await _version(pg.url)
+        version = await postgres_version(pg.url)
     return Outcome(dict(variants), dict(swept), index_times, version)
 
 
@@ -645,7 +652,7 @@ def report(outcome: Outcome, graph: bool, out: Path | None) -> None:
     print_footer(outcome.pg_version)
 
 
-async def _version(url: str) -> str:
+async def postgres_version(url: str) -> str:
     engine = make_engine(url, pool_size=1)
     try:
         return await pg_version(engine)

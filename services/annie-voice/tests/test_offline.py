@@ -60,10 +60,10 @@ async def test_answers_from_memory_in_sentences() -> None:
     )
     r = responder(double)
     text = await r.answer("where is Priya moving?", first_turn=True)
-    assert "On Tuesday, Priya said: “I'm moving to Koramangala next month”." in text
-    assert "Yesterday, someone said: “Priya said the rent in Koramangala is high”." in text
-    assert "cricket" not in text  # far below the best: not picked
-    assert "The flat is near the park" not in text  # the gist, not the whole segment
+    # One memory, the best: the answer, not a list of quotes.
+    assert text == (
+        "On Tuesday, Priya said: “I'm moving to Koramangala next month. The flat is near the park”."
+    )
     # What it cannot do is said when it found nothing, not after every answer.
     assert LIMITS not in text
     assert dict(double.context_requests[0].url.params)["query"] == "where is Priya moving?"
@@ -101,10 +101,18 @@ async def test_the_sentence_asked_about_is_quoted_not_the_segments_first() -> No
 
 def test_gist_prefers_telling_words_and_otherwise_the_first_sentence() -> None:
     segment = "The flat is near the park. I'm moving to Koramangala next month."
-    assert gist(segment) == "The flat is near the park"  # no question: the first
+    whole = "The flat is near the park. I'm moving to Koramangala next month"
+    assert gist(segment) == whole  # no question: from the start
     assert gist(segment, "where is Priya moving?") == "I'm moving to Koramangala next month"
     # "the" and "is" are in both sentences and in the question: they decide nothing
-    assert gist(segment, "what is the plan?") == "The flat is near the park"
+    assert gist(segment, "what is the plan?") == whole
+    # the sentence asked about, and the statement after it (what it points at)
+    said = "That race sounds great, Mel! Raising awareness for mental health is rewarding. Ok?"
+    assert gist(said, "What did the race raise awareness for?") == (
+        "That race sounds great, Mel! Raising awareness for mental health is rewarding"
+    )
+    # "when" is answered by the day: the sentence that dates it, alone
+    assert gist(said, "When did Mel run the race?") == "That race sounds great, Mel!"
     assert gist("", "anything") == ""
 
 
@@ -121,8 +129,24 @@ def test_sentences_lose_nothing(text: str) -> None:
     assert "".join(sentences(text)) == text
 
 
+async def test_a_question_found_is_answered_by_the_memory_after_it() -> None:
+    double = EngineDouble(memories=[
+        memory("Where are you moving, Priya? Tell me everything.", speaker="Asha", score=0.9),
+        memory("To Lisbon, in March!", score=0.7),
+        memory("We should have dinner.", score=0.2),
+    ])  # fmt: skip
+    text = await responder(double).answer("Where is Priya moving?")
+    assert text.startswith("Here's what I remember. ") and "To Lisbon, in March!" in text
+    assert "dinner" not in text
+
+
+def test_the_gist_is_a_statement_before_a_question() -> None:
+    said = "Do you like Lisbon? I moved to Lisbon in March."
+    assert gist(said, "When did Priya move to Lisbon?") == "I moved to Lisbon in March"
+
+
 async def test_the_answer_streams_sentence_by_sentence() -> None:
-    double = EngineDouble(memories=[memory("I am moving to Lisbon in March.", score=0.9),
+    double = EngineDouble(memories=[memory("Priya, are you moving to Lisbon in March?", score=0.9),
                                     memory("We should have dinner.", score=0.8)])  # fmt: skip
     parts = [
         e.text
@@ -237,3 +261,24 @@ def test_clauses_in_second_person_and_in_the_past() -> None:
     assert clause("Arjun moved to Pune", "Arjun", you=True, tense="past") == "you moved to Pune"
     # a fact that does not start with its subject is read as it is
     assert clause("coffee is bitter", "Arjun", you=True) == "coffee is bitter"
+
+
+async def test_words_about_someone_else_are_not_told_as_the_asked_persons() -> None:
+    caroline = {"name": "Caroline", "type": "person", "owner": False, "id": 4, "tier": "L0"}
+    double = EngineDouble(
+        about=[caroline],
+        memories=[memory("That charity race sounds great, Mel! You must be proud.",
+                         speaker="Caroline", when=NOW - timedelta(days=2))],
+    )  # fmt: skip
+    r = responder(double)
+    text = await r.answer("What did Caroline realize after her charity race?")
+    assert text.startswith("I don't know that about Caroline; the closest is Caroline talking")
+    assert "“That charity race sounds great, Mel! You must be proud”" in text
+    # Her own words about herself are hers; and a question about what she said is answered.
+    double.memories = [memory("I ran a charity race for mental health, Mel!",
+                              speaker="Caroline", when=NOW - timedelta(days=2))]  # fmt: skip
+    assert (await r.answer("What did Caroline realize after her charity race?")).startswith(
+        "On Tuesday, Caroline said"
+    )
+    double.memories = [memory("That race sounds great, Mel!", speaker="Caroline")]
+    assert not (await r.answer("What did Caroline say about the race?")).startswith("I don't")

@@ -14,6 +14,8 @@ from context_engine.query_facts import (
     _rank,
     _touching,
     is_current,
+    knowledge_only,
+    relevance,
     says_first_person,
     stems,
 )
@@ -72,10 +74,10 @@ def test_facts_joining_more_subjects_and_sharing_words_come_first() -> None:
     owner = Subject(1, "person", "Arjun", "L1", owner=True)
     coffee = Subject(2, "topic", "coffee", "L2")
     subjects = {"n-Arjun": owner, "n-coffee": coffee}
-    ranked = _rank([HOME, TEA, AVOIDS], "Do I still like coffee?", subjects)
+    ranked = _rank([HOME, TEA, AVOIDS], stems("Do I still like coffee?"), subjects)
     assert [f.uuid for f in ranked] == ["f3", "f4", "f5"]
     # Only the owner named: the words decide, then the newest.
-    ranked = _rank([TEA, HOME], "Where do I live?", {"n-Arjun": owner})
+    ranked = _rank([TEA, HOME], stems("Where do I live?"), {"n-Arjun": owner})
     assert [f.uuid for f in ranked] == ["f5", "f4"]
 
 
@@ -83,3 +85,20 @@ def test_current_is_relative_to_as_of() -> None:
     assert is_current(LIKES, T + timedelta(days=89))
     assert not is_current(LIKES, T + timedelta(days=90))
     assert is_current(AVOIDS, T + timedelta(days=1000))
+
+
+def test_things_said_are_not_knowledge() -> None:
+    asked = fact("f9", "Arjun", "ASKED", "which bakery?", 5)
+    felt = fact("f10", "Arjun", "FELT", "joy", 5)
+    habit = fact("f11", "Arjun", "HAS_HABIT", "runs every Sunday", 5)
+    kept = knowledge_only([asked, felt, habit, TEA])
+    assert [f.uuid for f in kept] == ["f11", "f4"]
+
+
+def test_relevance_counts_the_words_a_kind_of_fact_is_asked_by() -> None:
+    moved = fact("f12", "Tara", "MOVED_TO", "Delhi", 80)
+    sister = fact("f13", "Dev", "SIBLING", "Tara", 10)
+    assert relevance(moved, stems("Where does Tara live now?") - {"tara"}) == 1  # "live"
+    assert relevance(moved, stems("What does Tara study?") - {"tara"}) == 0
+    assert relevance(sister, stems("Who is Dev's sister?") - {"dev"}) == 1  # "sister"
+    assert relevance(TEA, stems("What do I drink in the morning?")) == 1

@@ -98,6 +98,8 @@ class KnownFact:
     since: datetime | None
     replaced: tuple[PastFact, ...] = ()
     sources: tuple[Memory, ...] = ()
+    # how many of the question's words it answers (the engine's `relevance`); None: not said
+    relevance: int | None = None
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> KnownFact | None:
@@ -125,6 +127,7 @@ class KnownFact:
             since=_when(item.get("since") or item.get("valid_at")),
             replaced=replaced,
             sources=sources,
+            relevance=rel if isinstance(rel := item.get("relevance"), int) else None,
         )
 
 

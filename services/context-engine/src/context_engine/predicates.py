@@ -253,6 +253,31 @@ def normalise(predicate: str) -> str:
     return SYNONYMS.get(p, p)
 
 
+# Words a question asks a group by ("Where does Tara live?" asks residence, "Who is her
+# husband?" marriage): query_facts.py ranks facts by them, beside the facts' own words.
+QUESTION_CUES: MappingProxyType[str, frozenset[str]] = MappingProxyType(
+    {
+        group: frozenset(words.split())
+        for group, words in {
+            "residence": "live lives living lived home move moved moving stay stays reside "
+            "resides city town house flat apartment neighbourhood neighborhood",
+            "employment": "work works working worked job employer company office employed career",
+            "role": "job work works profession occupation career",
+            "education": "study studies studying studied school college university degree "
+            "student graduate graduated",
+            # not "favourite" or "fan": "her favourite book" asks for one thing, not a taste
+            "preference": "like likes love loves enjoy enjoys prefer prefers hate hates "
+            "dislike dislikes",
+            "drink": "drink drinks drinking beverage",
+            "usage": "use uses using wear wears own owns",
+            "activity": "play plays playing sport sports hobby hobbies",
+            "marriage": "married marry wife husband spouse",
+            "partnership": "dating girlfriend boyfriend partner",
+        }.items()
+    }
+)
+
+
 def spec(predicate: str) -> Predicate | None:
     return PREDICATES.get(normalise(predicate))
 

@@ -10,7 +10,8 @@ changed and when, and where it was talked about.
 - `sessions`: the sessions with the most about it (current mentions), most first.
 Facts come from the knowledge graph (none, with `facts_status` "off", when no graph is
 configured; "error" when it failed: the rest of the profile still answers). A forgotten fact
-(every segment it was said in deleted) is left out, as in /v1/context.
+(every segment it was said in deleted) is left out, and so are the edges of things said
+(questions, feelings, decisions, promises), as in /v1/context.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from context_engine import predicates
 from context_engine.entities import find_entity
 from context_engine.graph.base import Fact
 from context_engine.graph_view import with_sources
-from context_engine.query_facts import facts_with_history
+from context_engine.query_facts import facts_with_history, knowledge_only
 from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
@@ -102,8 +103,10 @@ async def _facts(
         nodes = await graph.find_entity_nodes(entity["name"], limit=5)
     if not nodes:
         return [], []
-    facts = await graph.facts_as_of(
-        as_of, entity_uuids=[n.uuid for n in nodes], limit=FACTS_FETCH, history=True
+    facts = knowledge_only(
+        await graph.facts_as_of(
+            as_of, entity_uuids=[n.uuid for n in nodes], limit=FACTS_FETCH, history=True
+        )
     )
     current, ended = await facts_with_history(engine, facts, as_of)
     changes = []

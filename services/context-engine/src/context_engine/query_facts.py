@@ -13,9 +13,12 @@ profile.
    that ended them ("drinks tea" ended "drinks coffee"): the owner's hundred other facts are
    not what was asked.
 3. The current facts (invalid_at unset or after as_of) are ranked — the subjects they join,
-   then the words they share with the query, then the newest — and the first `limit` are
-   returned, each with its sources (the segments it was said in), since when it holds
-   (`valid_at`) and the facts it replaced (ended ones whose `ended_by` is this fact).
+   then their `relevance` (the query's words, names of people aside, found among the fact's
+   own words and the words a question asks its kind by: "live" for residence, "sister" for a
+   sibling; predicates.QUESTION_CUES, patterns.RELATIONS), then the newest — and the first
+   `limit` are returned, each with its relevance, its sources (the segments it was said
+   in), since when it holds (`valid_at`) and the facts it replaced (ended ones whose
+   `ended_by` is this fact).
 4. For ranking (retrieve.fuse): the segments behind the facts returned that replaced an older
    one are `current_sources` (only a change needs the newer words lifted: lifting every
    fact's segment cost LoCoMo 1.8 points of recall@5), and those behind the facts that had
@@ -23,7 +26,9 @@ profile.
    search weighs the first up and the second down, so what is true now comes before what
    used to be.
 
-A fact whose every source segment has been forgotten is left out (the graph job that rewrites
+Only facts about the world count: the edges of things said (asked, felt, decided, promised:
+graph.facts.SPEECH_ACTS) are left out. A fact whose every source segment has been forgotten
+is left out (the graph job that rewrites
 the session may not have run yet): forgetting reaches what the query shows at once.
 """
 
@@ -38,8 +43,11 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from context_engine import predicates
+from context_engine.extract.patterns import RELATIONS
 from context_engine.extract.schema import canonical_name
 from context_engine.graph.base import Fact
+from context_engine.graph.facts import SPEECH_ACTS
 from context_engine.graph_leg import query_ngrams, recognise
 from context_engine.graph_view import with_sources
 from context_engine.retrieve import ContextQuery
@@ -71,6 +79,30 @@ def stems(text: str) -> set[str]:
             continue
         out.add(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w)
     return out
+
+
+_KIN_WORDS: dict[str, set[str]] = {}
+for _word, _predicate in RELATIONS.items():
+    _KIN_WORDS.setdefault(_predicate, set()).add(_word)
+
+
+def cue_words(predicate: str) -> set[str]:
+    """The words a question asks a fact of this predicate by."""
+    name = predicates.normalise(predicate)
+    known = predicates.spec(name)
+    words = set(name.split("_")) | _KIN_WORDS.get(name, set())
+    if known is not None:
+        words |= set(known.phrase.split())
+        if known.group:
+            words |= predicates.QUESTION_CUES.get(known.group, frozenset())
+    return words
+
+
+def relevance(fact: Fact, wanted: set[str]) -> int:
+    """How many of the query's content words (`wanted`, stemmed, people's names removed) the
+    fact answers: its own words, and the words its kind is asked by."""
+    said = stems(f"{fact.fact} {fact.object} {' '.join(cue_words(fact.predicate))}")
+    return len(wanted & said)
 
 
 def is_current(fact: Fact, as_of: datetime) -> bool:
@@ -205,14 +237,21 @@ class QueryFacts:
         subject_of = {n.uuid: s for s, found in zip(about, nodes, strict=True) for n in found}
         if not subject_of:
             return Knowledge(about=about)
-        facts = await graph.facts_as_of(
-            q.as_of, entity_uuids=list(subject_of), limit=self.fetch, history=True
+        facts = knowledge_only(
+            await graph.facts_as_of(
+                q.as_of, entity_uuids=list(subject_of), limit=self.fetch, history=True
+            )
         )
         others = {u for u, s in subject_of.items() if not s.owner}
         if others and len(others) < len(subject_of):  # the owner and something else
             facts = _touching(facts, others, q.as_of)
-        ranked = _rank(facts, q.query, subject_of)
+        people = {s.name for s in about if s.type == "person" or s.owner}
+        wanted = stems(q.query) - stems(" ".join(people))
+        ranked = _rank(facts, wanted, subject_of)
         shown, ended = await facts_with_history(self.engine, ranked, q.as_of)
+        score = {f.uuid: relevance(f, wanted) for f in ranked}
+        for item in shown:
+            item["relevance"] = score[item["uuid"]]
         said = {(s["session_id"], s["segment_id"]) for item in shown for s in item["sources"]}
         shown = shown[: self.limit]
         return Knowledge(
@@ -228,6 +267,11 @@ class QueryFacts:
         )
 
 
+def knowledge_only(facts: Iterable[Fact]) -> list[Fact]:
+    """The facts about the world: not the edges of things said (SPEECH_ACTS)."""
+    return [f for f in facts if f.predicate.upper() not in SPEECH_ACTS]
+
+
 def _touching(facts: Iterable[Fact], nodes: set[str], as_of: datetime) -> list[Fact]:
     """The facts on either side of `nodes`, and the current facts that ended one of them."""
     facts = list(facts)
@@ -238,14 +282,12 @@ def _touching(facts: Iterable[Fact], nodes: set[str], as_of: datetime) -> list[F
     return kept
 
 
-def _rank(facts: Sequence[Fact], query: str, subject_of: dict[str, Subject]) -> list[Fact]:
-    """Most subjects joined first, then most words shared with the query, then newest."""
-    wanted = stems(query)
+def _rank(facts: Sequence[Fact], wanted: set[str], subject_of: dict[str, Subject]) -> list[Fact]:
+    """Most subjects joined first, then the most relevant to the query's words, then newest."""
 
     def key(f: Fact) -> tuple[float, ...]:
         joined = len({subject_of[u].id for u in (f.subject_uuid, f.object_uuid) if u in subject_of})
-        words = stems(f"{f.fact} {f.predicate.replace('_', ' ')} {f.object}")
         when = f.valid_at or f.created_at
-        return (-joined, -len(wanted & words), -(when.timestamp() if when else 0.0))
+        return (-joined, -relevance(f, wanted), -(when.timestamp() if when else 0.0))
 
     return sorted(facts, key=key)

@@ -167,6 +167,8 @@ class ContextFact(FactOut):
 
     since: datetime | None
     replaced: list[ReplacedFact]
+    # how many of the query's words (people's names aside) it answers; 0: only who it is about
+    relevance: int = 0
 
 
 class ContextResponse(BaseModel):

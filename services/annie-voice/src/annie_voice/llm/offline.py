@@ -27,7 +27,7 @@ _ANONYMOUS = re.compile(r"^(speaker[_ ]?\d+|unknown[_ ]?\d+|unknown|spk\d+)$", r
 # A sentence: up to a full stop, question or exclamation mark (and a closing quote) followed
 # by spaces or the end; or the rest of the text.
 _SENTENCE_PIECE = re.compile(r".+?[.!?][”\"’)]*(?:\s+|$)|.+$", re.DOTALL)
-GIST_CHARS = 180
+GIST_CHARS = 200
 _WORD = re.compile(r"\w+")
 # Words a question shares with any sentence, which say nothing about which sentence answers it.
 _COMMON = frozenset(
@@ -35,8 +35,7 @@ _COMMON = frozenset(
     "with for from have has had".split()
 )
 SEARCH_LIMIT = 8
-# How an answer opens: one memory, or several.
-LEAD_ONE = "Here's what I found."
+# How an answer quoting two memories opens (one is quoted without a lead).
 LEAD_MANY = "Here's what I remember."
 
 
@@ -69,17 +68,59 @@ def _telling(query: str) -> set[str]:
     return {w for w in words if len(w) >= 3 and w not in _COMMON}
 
 
-def gist(text: str, query: str = "") -> str:
-    """The sentence of `text` sharing the most telling words with `query` (the first on a tie,
-    or without a query), at most GIST_CHARS characters, without its final full stop. A
-    segment often holds more than one sentence, and the one asked about need not lead."""
+def is_question(text: str) -> bool:
+    return text.rstrip(' ”"’)').endswith("?")
+
+
+_WHEN = re.compile(r"^(?:when|what (?:day|date|year|month|time))\b", re.IGNORECASE)
+
+
+def _overlap(wanted: set[str], sentence: str) -> int:
+    return len(wanted & {_stem(w) for w in _WORD.findall(sentence.casefold())})
+
+
+def _cut(text: str) -> str:
+    if len(text) <= GIST_CHARS:
+        return text
+    return text[:GIST_CHARS].rsplit(" ", 1)[0] + "…"
+
+
+def _best_sentence(text: str, query: str) -> tuple[list[str], list[int], int]:
+    """The sentences of `text`, how many telling words of `query` each shares, and which one
+    answers best: a statement sharing some before a question sharing more."""
     parts = [part.strip() for part in sentences(clean(text))] or [""]
-    wanted = _telling(query)
-    first = max(parts, key=lambda part: len(wanted & set(_WORD.findall(part.casefold()))))
-    if len(first) > GIST_CHARS:
-        cut = first[:GIST_CHARS].rsplit(" ", 1)[0]
-        first = cut + "…"
-    return first.rstrip(" .")
+    wanted = {_stem(w) for w in _telling(query)}
+    scores = [_overlap(wanted, part) for part in parts]
+    best = max(
+        range(len(parts)), key=lambda i: (scores[i] > 0 and not is_question(parts[i]), scores[i])
+    )
+    return parts, scores, best
+
+
+def only_asks(text: str, query: str) -> bool:
+    """Whether all `text` says about `query` is a question (its best sentence is one)."""
+    parts, scores, best = _best_sentence(text, query)
+    return scores[best] > 0 and is_question(parts[best])
+
+
+def gist(text: str, query: str = "") -> str:
+    """What of `text` answers `query`, at most GIST_CHARS characters, without its final full
+    stop: the sentence sharing the most telling words with it (a statement before a question
+    — a question does not answer one) and the statement after it, which often holds what the
+    first one only points at ("That race sounds great! Raising awareness for mental health
+    …"); sharing none, the text from its start. A segment often holds more than one sentence,
+    and the one asked about need not lead."""
+    parts, scores, best = _best_sentence(text, query)
+    if scores[best] == 0:
+        return _cut(" ".join(parts)).rstrip(" .")
+    chosen = parts[best]
+    after = parts[best + 1] if best + 1 < len(parts) else ""
+    # "When …?" is answered by the day it was said: the sentence that dates it is enough.
+    if _WHEN.match(query.strip()):
+        after = ""
+    if after and not is_question(after) and len(chosen) + len(after) < GIST_CHARS:
+        chosen = f"{chosen} {after}"
+    return _cut(chosen).rstrip(" .")
 
 
 def who(speaker: str | None, owner_speakers: Collection[str]) -> str:
@@ -90,9 +131,10 @@ def who(speaker: str | None, owner_speakers: Collection[str]) -> str:
     return clean(speaker)[:64]
 
 
-def pick(memories: Sequence[Memory], most: int = 2) -> list[Memory]:
-    """The best memory and up to `most - 1` more that score at least half as well; the same
-    words said twice count once."""
+def pick(memories: Sequence[Memory], query: str = "") -> list[Memory]:
+    """The best memory; when all it says about the question is a question, also the next best
+    that scores at least half as well (often the answer to it). The same words said twice
+    count once."""
     ranked = sorted(memories, key=lambda m: m.score, reverse=True)
     chosen: list[Memory] = []
     seen: set[str] = set()
@@ -104,7 +146,7 @@ def pick(memories: Sequence[Memory], most: int = 2) -> list[Memory]:
             break
         seen.add(key)
         chosen.append(m)
-        if len(chosen) == most:
+        if not only_asks(chosen[0].text, query) or len(chosen) == 2:
             break
     return chosen
 
@@ -133,13 +175,17 @@ _IRREGULAR_PAST = {
 # Second person of the verbs that do not just lose their -s.
 _IRREGULAR_YOU = {"is": "are", "has": "have", "was": "were", "does": "do", "goes": "go"}
 _NOUN_FACT = re.compile(r"^(?P<owner>.+?)['’]s (?P<noun>[\w -]+?) is (?P<other>.+)$")
-_NAME_WORD = re.compile(r"\b([A-Z][a-z]+(?:[-'][A-Za-z]+)?)\b")
+_WHO_IS = re.compile(r"^who(?:'s| is| was| are)\b", re.IGNORECASE)
+# A capitalised word (a possessive 's left out), and quoted titles to skip ("The Four Seasons").
+_NAME_WORD = re.compile(r"\b([A-Z][a-z]+(?:-[A-Z][a-z]+)?)(?:['’]s)?\b")
+_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|'[^']*'(?!\w)")
 # Capitalised words of a question that are not names.
 _NOT_NAMES = frozenset(
     "I I'm I've I'd I'll Do Does Did Is Are Was Were What Where When Who Whom Why How Which "
     "Can Could Would Should Will Have Has Had Tell Remind Please Annie The A An My Your "
     "Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April "
-    "May June July August September October November December OK Okay Hey Hi".split()
+    "May June July August September October November December OK Okay Hey Hi Dr Mr Mrs Ms "
+    "Mx Prof".split()
 )
 
 
@@ -233,9 +279,60 @@ def state_fact(
     return text
 
 
+def _stem(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def about_the_question(fact: KnownFact, query: str, recall: Recall) -> bool:
+    """Whether a fact answers what was asked, not only whom it was about: the engine found
+    the question's words in it (`relevance`: its own words, or the words its kind is asked by,
+    "live" for where someone lives) — or, from an engine that does not say, it shares a word
+    with the question other than the names of the people in it ("Do I still drink coffee?"
+    and "Arjun drinks tea"); or the question asks who someone is and the fact is a relation."""
+    if _WHO_IS.match(query.strip()) and _NOUN_FACT.match(clean(fact.fact)) is not None:
+        return True
+    if fact.relevance is not None:
+        return fact.relevance > 0
+    people = [s.name for s in recall.about if s.type == "person" or s.owner]
+    names = {w for name in people for w in _WORD.findall(name.casefold())}
+    names |= {w for w in _WORD.findall(fact.subject.casefold())}
+    asked = {_stem(w) for w in _telling(query) if w not in names}
+    said = {_stem(w) for w in _WORD.findall(f"{fact.fact} {fact.object}".casefold())}
+    return bool(asked & (said - names))
+
+
+_SECOND_PERSON = re.compile(r"\b(?:you|your|yours|you're|you've|you'll|you'd|ya)\b", re.I)
+_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|myself)\b")
+# Questions about what was said (the words themselves are the answer, whoever they are about).
+_ABOUT_WORDS = re.compile(
+    r"\b(?:say|said|says|tell|told|ask|asked|suggest|suggested|recommend|recommended|advice|"
+    r"advise|advised|think|thought|compliment|complimented)\b",
+    re.IGNORECASE,
+)
+
+
+def said_of_someone_else(query: str, memory: Memory, recall: Recall) -> str | None:
+    """The person a question is about, when the best memory is that person speaking of the
+    one they talk to ("That race sounds great, Mel!", "What got you into running?"): their
+    words say what the other did, not what they did, and are not told as theirs. None
+    otherwise (the question is about what was said, or names nobody, or several people)."""
+    people = [s.name for s in recall.about if s.type == "person" and not s.owner]
+    if len(people) != 1 or _ABOUT_WORDS.search(query):
+        return None
+    person = people[0]
+    if (memory.speaker or "").strip().casefold() != person.casefold():
+        return None
+    said = gist(memory.text, query)
+    vocative = re.search(r",\s*[A-Z][a-z]+[!?.]*$|^[A-Z][a-z]+,", said)
+    if (_SECOND_PERSON.search(said) or vocative) and not _FIRST_PERSON.search(said):
+        return person
+    return None
+
+
 def unknown_name(query: str, recall: Recall) -> str | None:
     """A name the question asks about that the memory does not know: capitalised, not the
     first word, named by no subject, said in no memory found and the speaker of none."""
+    query = _QUOTED.sub(lambda m: " " * len(m.group(0)), query)
     words = query.split()
     for m in _NAME_WORD.finditer(query):
         name = m.group(1)
@@ -275,16 +372,18 @@ def compose(
         recall = Recall(memories=list(recall))
     shown_query = gist(query)
     owners = [*owner_speakers, *(s.name for s in recall.about if s.owner)]
-    if recall.facts:
-        facts = [recall.facts[0]]
-        second = recall.facts[1] if len(recall.facts) > 1 else None
+    relevant = [f for f in recall.facts if about_the_question(f, query, recall)]
+    if relevant:
+        facts = [relevant[0]]
+        second = relevant[1] if len(relevant) > 1 else None
         if second is not None and second.replaced and set(second.sources) & set(facts[0].sources):
             facts.append(second)  # said in the same breath: "tea" with "not coffee"
         lines = [state_fact(f, recall, now=now, zone=zone, owners=owners) for f in facts]
         quotes = [m for f in facts for m in f.sources][:1]
-        lines += [sentence(m, now, zone, owners, query) for m in quotes]
+        # the sentence of the source that says the fact (its words, then the question's)
+        lines += [sentence(m, now, zone, owners, f"{facts[0].object} {query}") for m in quotes]
         return Answer(" ".join(lines), tuple(facts), tuple(quotes))
-    best = pick(recall.memories)
+    best = pick(recall.memories, query)
     name = unknown_name(query, recall) if best else None
     if name is not None:
         return Answer(f"I don't know: nothing is remembered about {name}.")
@@ -293,9 +392,16 @@ def compose(
             f"I looked through your memories for “{shown_query}” and found nothing about it. "
             f"{LIMITS}"
         )
-    lead = LEAD_MANY if len(best) > 1 else LEAD_ONE
     lines = [sentence(m, now, zone, owners, query) for m in best]
-    return Answer(" ".join([lead, *lines]), (), tuple(best))
+    if len(best) > 1:
+        lines.insert(0, LEAD_MANY)
+    elif (person := said_of_someone_else(query, best[0], recall)) is not None:
+        lines.insert(
+            0,
+            f"I don't know that about {person}; the closest is {person} talking about "
+            "someone else.",
+        )
+    return Answer(" ".join(lines), (), tuple(best))
 
 
 class OfflineMemoryResponder:
@@ -304,7 +410,7 @@ class OfflineMemoryResponder:
     name = "none"
     supports_tools = False
     # Sentences it says often, which a voice can synthesise ahead of time.
-    phrases = (LEAD_ONE, LEAD_MANY)
+    phrases = (LEAD_MANY,)
 
     def __init__(
         self,

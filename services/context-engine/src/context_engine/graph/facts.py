@@ -43,6 +43,11 @@ SPEAKER_EDGES: dict[str, tuple[str, str]] = {
     "emotion": ("FELT", "{s} felt {o}"),
 }
 
+# What was said rather than what is true: the edges of questions asked, feelings felt,
+# decisions and promises made (a promise's state is promises.py's). Knowledge (query_facts.py,
+# profile.py) leaves them out; habits stay (a habit holds until it ends).
+SPEECH_ACTS = frozenset(SPEAKER_EDGES[t][0] for t in ("promise", "decision", "question", "emotion"))
+
 # Node types, in the order a name is resolved when it is among several types in one session.
 TYPE_PRIORITY = (
     "person", "organization", "place", "event", "topic", "habit", "promise", "decision",
