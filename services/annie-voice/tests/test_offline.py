@@ -13,6 +13,7 @@ from annie_voice.llm.offline import (
     LIMITS,
     OfflineMemoryResponder,
     clause,
+    dated,
     gist,
     relative_day,
     sentences,
@@ -282,3 +283,26 @@ async def test_words_about_someone_else_are_not_told_as_the_asked_persons() -> N
     )
     double.memories = [memory("That race sounds great, Mel!", speaker="Caroline")]
     assert not (await r.answer("What did Caroline say about the race?")).startswith("I don't")
+
+
+def test_relative_dates_are_read_against_when_they_were_said() -> None:
+    said = datetime(2023, 5, 8, 13, 0, tzinfo=UTC)  # a Monday
+    assert dated("I went to a support group yesterday", said, UTC) == "7 May 2023"
+    assert dated("I ran a charity race last Sunday", said, UTC) == "7 May 2023"
+    assert dated("we met last week", said, UTC) == "the week before 8 May 2023"
+    assert dated("last weekend was fun", said, UTC) == "the weekend before 8 May 2023"
+    assert dated("I painted that last year", said, UTC) == "2022"
+    assert dated("a few months ago", said, UTC) == "February 2023"
+    assert dated("no date here", said, UTC) is None
+    assert dated("yesterday", None, UTC) is None
+
+
+async def test_when_is_answered_with_the_day_the_words_name() -> None:
+    double = EngineDouble(memories=[memory(
+        "I went to a support group yesterday. It was powerful.", speaker="Caroline",
+        when=datetime(2023, 5, 8, 13, 0, tzinfo=UTC),
+    )])  # fmt: skip
+    text = await responder(double).answer("When did Caroline go to the support group?")
+    assert text == (
+        "On 8 May 2023, Caroline said: “I went to a support group yesterday” — that was 7 May 2023."
+    )

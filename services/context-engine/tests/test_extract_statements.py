@@ -1,5 +1,5 @@
 """Facts the fast extractor reads from the dependency parse (extract/statements.py), dates
-resolved against the spoken time (extract/dates.py), and what it must not read."""
+resolved against the spoken time (her_os_shared/dates.py), and what it must not read."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from context_engine.extract.dates import resolve
 from context_engine.extract.fast import FastExtractor
 from context_engine.extract.schema import ExtractedRelation, SegmentText
+from her_os_shared.dates import resolve
 
 SPOKEN = datetime(2026, 5, 12, 10, 0, tzinfo=UTC)  # a Tuesday
 

@@ -17,6 +17,7 @@ from annie_voice.briefing import clean
 from annie_voice.engine import EngineClient, EngineUnavailableError, KnownFact, Memory, Recall
 from annie_voice.llm.base import MemoryUsed, Message, StreamEvent, TextDelta, Tool
 from annie_voice.lookahead import MemoryLookahead
+from her_os_shared.dates import resolve
 
 LIMITS = (
     "I'm answering from your memories only: no language model is configured, so I can't use "
@@ -151,15 +152,59 @@ def pick(memories: Sequence[Memory], query: str = "") -> list[Memory]:
     return chosen
 
 
+_WEEKDAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday|mon|tue|wed|thu|fri|sat|sun"
+_COUNT = r"(?:a|an|one|two|three|four|five|six|a couple of|a few|\d+)"
+# Relative dates a sentence may hold, by how precise they are.
+_RELATIVE_DATE = re.compile(
+    rf"\b(?P<day>the day before yesterday|yesterday|last night|last (?:{_WEEKDAYS})\b|"
+    rf"{_COUNT} days? ago)|(?P<weekend>last weekend)|(?P<week>last week|{_COUNT} weeks? ago)|"
+    rf"(?P<month>last month|{_COUNT} months? ago)|(?P<year>last year|{_COUNT} years? ago)",
+    re.IGNORECASE,
+)
+
+
+def _day_month_year(when: datetime, zone: tzinfo) -> str:
+    day = when.astimezone(zone).date()
+    return f"{day.day} {day.strftime('%B')} {day.year}"
+
+
+def dated(text: str, spoken_at: datetime | None, zone: tzinfo) -> str | None:
+    """What a relative date in `text` ("yesterday", "last Friday", "two weeks ago", "last
+    year") names, given when it was said: "7 May 2023", "the week before 9 June 2023", "2022";
+    None when it holds none (or it cannot be read)."""
+    m = _RELATIVE_DATE.search(text)
+    if m is None or spoken_at is None:
+        return None
+    said_on = _day_month_year(spoken_at, zone)
+    if m["week"] and m["week"].lower() == "last week":
+        return f"the week before {said_on}"
+    if m["weekend"]:
+        return f"the weekend before {said_on}"
+    when = resolve(m.group(0), spoken_at, "past")
+    if when is None:
+        return None
+    if m["day"]:
+        return _day_month_year(when, zone)
+    if m["week"]:
+        return f"the week of {_day_month_year(when, zone)}"
+    if m["month"]:
+        return when.astimezone(zone).strftime("%B %Y")
+    return str(when.astimezone(zone).year)
+
+
 def sentence(
     memory: Memory, now: datetime, zone: tzinfo, owner_speakers: Collection[str], query: str = ""
 ) -> str:
     speaker = who(memory.speaker, owner_speakers)
-    said = f"{speaker} said: “{gist(memory.text, query)}”."
+    quoted = gist(memory.text, query)
+    said = f"{speaker} said: “{quoted}”."
     if memory.timestamp is None:
         return said[0].upper() + said[1:]
     day = relative_day(memory.timestamp, now, zone)
-    return f"{day[0].upper()}{day[1:]}, {said}"
+    out = f"{day[0].upper()}{day[1:]}, {said}"
+    if _WHEN.match(query.strip()) and (then := dated(quoted, memory.timestamp, zone)):
+        out = f"{out[:-1]} — that was {then}."  # "When …?": the day the words name
+    return out
 
 
 # --- answers from facts ----------------------------------------------------------------------

@@ -14,9 +14,9 @@ What it finds in a session's segments (in spoken order):
   brands keep their category ("my Nike running shoes" → likes and owns Nike, category shoe);
 - since version 2, facts read from the dependency parse (statements.py): where people live and
   move, work, study and what they switched, started, stopped, drink and use, with the dates
-  their words name resolved against the time they were spoken (dates.py). The parser runs only
-  on segments whose words may state such a fact (_PARSE_CUES): about as slow as NER, it would
-  otherwise halve the throughput;
+  their words name resolved against the time they were spoken (her_os_shared.dates). The
+  parser runs only on segments whose words may state such a fact (_PARSE_CUES): about as slow
+  as NER, it would otherwise halve the throughput;
 - topics: the things those facts are about ("coffee", "pottery", "Hoka") become `topic`
   entities, so they can be counted, validated, contradicted and tiered like the rest;
 - emotions from VADER's sentiment score (emotion.py), when a word names the feeling ("sad",
@@ -42,7 +42,6 @@ from typing import TYPE_CHECKING, Any
 
 from context_engine import predicates
 from context_engine.extract.base import Extraction
-from context_engine.extract.dates import iso_day, resolve, warm_up
 from context_engine.extract.emotion import emotion_of, names_a_feeling
 from context_engine.extract.patterns import (
     MAX_EVIDENCE,
@@ -80,6 +79,7 @@ from context_engine.extract.statements import (
     Speech,
     statements,
 )
+from her_os_shared.dates import iso_day, resolve, warm_up
 
 if TYPE_CHECKING:
     from spacy.language import Language
