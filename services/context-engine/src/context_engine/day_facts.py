@@ -49,8 +49,6 @@ MAX_SUBJECTS = 40  # subjects whose facts are read from the graph, per day
 FACTS_PER_SUBJECT = 500  # the most recent facts of each (valid_at order)
 MAX_NEW = 20
 MAX_CHANGED = 20
-# What a speaker says rather than knows (promises, decisions…): not facts about the world.
-SPEAKER_EDGE_NAMES = frozenset(name for name, _ in vocab.SPEAKER_EDGES.values())
 # Entity types that are never the subject of a fact.
 NOT_SUBJECTS = frozenset({"promise", "emotion", "question", "decision", "habit"})
 
@@ -240,7 +238,7 @@ async def from_graph(
         for fact in await graph.facts_as_of(
             end, subject, history=True, collapse=False, limit=FACTS_PER_SUBJECT
         ):
-            if fact.predicate.upper() not in SPEAKER_EDGE_NAMES:
+            if fact.predicate.upper() not in vocab.SPEAKER_EDGE_NAMES:
                 found.setdefault(fact.uuid, fact)
     facts = list(found.values())
     spoken, started = await _said_at(conn, facts)

@@ -47,6 +47,9 @@ SPEAKER_EDGES: dict[str, tuple[str, str]] = {
 # decisions and promises made (a promise's state is promises.py's). Knowledge (query_facts.py,
 # profile.py) leaves them out; habits stay (a habit holds until it ends).
 SPEECH_ACTS = frozenset(SPEAKER_EDGES[t][0] for t in ("promise", "decision", "question", "emotion"))
+# Every edge from a speaker to what they said (habits too): the daily reflection's facts leave
+# them all out (day_facts.py).
+SPEAKER_EDGE_NAMES = frozenset(name for name, _ in SPEAKER_EDGES.values())
 
 # Node types, in the order a name is resolved when it is among several types in one session.
 TYPE_PRIORITY = (
