@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from sqlalchemy import insert, text
 
 from context_engine.config import Settings
+from context_engine.extract.fast import VERSION as FAST_VERSION
 from context_engine.models import Entity, EntityMention
 from her_os_shared.ids import InvalidIdError
 from her_os_shared.jsonl import append_records
@@ -721,7 +722,7 @@ async def test_stats(engine: Engine, settings: Settings) -> None:
     assert empty["stages_failed"] == 0
     # No LLM and no graph configured: the fast extractor, nothing written to a graph.
     assert empty["extraction"] == {
-        "extractor": "fast@2",
+        "extractor": f"fast@{FAST_VERSION}",
         "graph_backend": None,
         "graph_mode": None,
         "graph_open": False,

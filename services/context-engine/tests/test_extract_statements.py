@@ -90,6 +90,20 @@ def test_third_person_and_dates(extractor: FastExtractor) -> None:
     assert moved.properties["valid_from"] == "2026-05-05"  # a week before it was said
 
 
+def test_a_person_named_before_is_a_subject_the_tagger_missed(extractor: FastExtractor) -> None:
+    # the small tagger reads "Tara" at the start of the sentence as an adjective
+    rels = say(
+        extractor,
+        ("Nikhil", "Dev, your sister Tara called the office looking for you."),
+        ("Dev", "She always forgets my number. Tara lives in Chennai, she works at a bank."),
+    )
+    assert {("Dev", "sibling", "Tara"), ("Tara", "lives_in", "Chennai")} <= triples(rels)
+    # never named before: no subject, no fact
+    assert not any(
+        r.predicate == "lives_in" for r in say(extractor, ("Dev", "Tara lives in Chennai."))
+    )
+
+
 def test_you_is_the_other_party(extractor: FastExtractor) -> None:
     rels = say(
         extractor,

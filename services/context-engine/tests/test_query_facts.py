@@ -102,3 +102,7 @@ def test_relevance_counts_the_words_a_kind_of_fact_is_asked_by() -> None:
     assert relevance(moved, stems("What does Tara study?") - {"tara"}) == 0
     assert relevance(sister, stems("Who is Dev's sister?") - {"dev"}) == 1  # "sister"
     assert relevance(TEA, stems("What do I drink in the morning?")) == 1
+    # sharing the topic is not answering: "likes pottery" for what was made at a class
+    pottery = fact("f14", "Mel", "LIKES", "pottery", 10)
+    assert relevance(pottery, stems("What did she make at the pottery class?")) == 0
+    assert relevance(pottery, stems("Does she like pottery?")) == 2

@@ -13,9 +13,10 @@ profile.
    that ended them ("drinks tea" ended "drinks coffee"): the owner's hundred other facts are
    not what was asked.
 3. The current facts (invalid_at unset or after as_of) are ranked — the subjects they join,
-   then their `relevance` (the query's words, names of people aside, found among the fact's
-   own words and the words a question asks its kind by: "live" for residence, "sister" for a
-   sibling; predicates.QUESTION_CUES, patterns.RELATIONS), then the newest — and the first
+   then their `relevance` (0 unless the query asks the fact's kind — "live" for residence,
+   "sister" for a sibling, predicates.QUESTION_CUES, patterns.RELATIONS —, then the query's
+   words, names of people aside, found among those and the fact's own), then the words they
+   share with the query at all, then the newest — and the first
    `limit` are returned, each with its relevance, its sources (the segments it was said
    in), since when it holds (`valid_at`) and the facts it replaced (ended ones whose
    `ended_by` is this fact).
@@ -99,10 +100,15 @@ def cue_words(predicate: str) -> set[str]:
 
 
 def relevance(fact: Fact, wanted: set[str]) -> int:
-    """How many of the query's content words (`wanted`, stemmed, people's names removed) the
-    fact answers: its own words, and the words its kind is asked by."""
-    said = stems(f"{fact.fact} {fact.object} {' '.join(cue_words(fact.predicate))}")
-    return len(wanted & said)
+    """How well the fact answers the query (`wanted`: its content words, stemmed, people's
+    names removed): 0 unless the query asks this kind of fact ("live" for where someone
+    lives, "sister" for a sibling, the predicate's own words); then those words and the ones
+    it shares with the fact's object and words. A fact that only shares its topic ("Melanie
+    likes pottery" for "what did she make at the pottery class?") does not answer."""
+    asked = wanted & stems(" ".join(cue_words(fact.predicate)))
+    if not asked:
+        return 0
+    return len(asked | (wanted & stems(f"{fact.fact} {fact.object}")))
 
 
 def is_current(fact: Fact, as_of: datetime) -> bool:
@@ -283,11 +289,13 @@ def _touching(facts: Iterable[Fact], nodes: set[str], as_of: datetime) -> list[F
 
 
 def _rank(facts: Sequence[Fact], wanted: set[str], subject_of: dict[str, Subject]) -> list[Fact]:
-    """Most subjects joined first, then the most relevant to the query's words, then newest."""
+    """Most subjects joined first, then the most relevant to the query's words, then those
+    sharing the most words with it at all, then newest."""
 
     def key(f: Fact) -> tuple[float, ...]:
         joined = len({subject_of[u].id for u in (f.subject_uuid, f.object_uuid) if u in subject_of})
+        shared = len(wanted & stems(f"{f.fact} {f.object}"))
         when = f.valid_at or f.created_at
-        return (-joined, -relevance(f, wanted), -(when.timestamp() if when else 0.0))
+        return (-joined, -relevance(f, wanted), -shared, -(when.timestamp() if when else 0.0))
 
     return sorted(facts, key=key)

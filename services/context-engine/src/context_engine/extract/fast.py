@@ -16,7 +16,9 @@ What it finds in a session's segments (in spoken order):
   move, work, study and what they switched, started, stopped, drink and use, with the dates
   their words name resolved against the time they were spoken (her_os_shared.dates). The
   parser runs only on segments whose words may state such a fact (_PARSE_CUES): about as slow
-  as NER, it would otherwise halve the throughput;
+  as NER, it would otherwise halve the throughput; since version 3 a capitalised subject the
+  tagger did not take for a name ("Tara lives in Chennai", Tara read as an adjective) is one
+  when the session named that person before (a relation, NER, a speaker);
 - topics: the things those facts are about ("coffee", "pottery", "Hoka") become `topic`
   entities, so they can be counted, validated, contradicted and tiered like the rest;
 - emotions from VADER's sentiment score (emotion.py), when a word names the feeling ("sad",
@@ -85,7 +87,7 @@ if TYPE_CHECKING:
     from spacy.language import Language
     from spacy.tokens import Doc, Span
 
-VERSION = 2
+VERSION = 3
 _NLP_LOCK = threading.Lock()
 MAX_CHARS = 10_000  # per segment: longer text is cut (NER cost grows with it)
 BATCH_SIZE = 64
@@ -382,6 +384,25 @@ class _Session:
     addressee: str | None = None
     # the session's speakers when there are exactly two: each one's "you" is the other
     pair: tuple[str, str] | None = None
+    # people named so far (_known_people), and how many entities / relations it has read
+    known: set[str] = field(default_factory=set)
+    known_read: tuple[int, int] = (0, 0)
+
+
+def _known_people(session: _Session, people: Sequence[tuple[int, str]]) -> frozenset[str]:
+    """The people named so far in the session: person entities, the people of person–person
+    relations ("your sister Tara"), the named speakers, and this segment's own. Read
+    incrementally: only what was added since the last call."""
+    seen_entities, seen_relations = session.known_read
+    names = session.known
+    names.update(e.name for e in session.entities[seen_entities:] if e.type == "person")
+    for r in session.relations[seen_relations:]:
+        if (p := predicates.spec(r.predicate)) is not None and p.noun:
+            names.update((r.subject, r.object))
+    session.known_read = (len(session.entities), len(session.relations))
+    speakers = {s for s in session.speakers if looks_like_name(s)}
+    here = {name for _, name in people}
+    return frozenset(n for n in names | speakers | here if n and not is_placeholder_speaker(n))
 
 
 class FastExtractor:
@@ -588,6 +609,7 @@ class FastExtractor:
                 last_person=session.last_person,
                 spoken_at=seg.spoken_at,
                 people=tuple(people),
+                known=_known_people(session, people),
             )
             session.relations.extend(statements(doc, speech))
         if (

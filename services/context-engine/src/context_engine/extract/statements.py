@@ -130,6 +130,9 @@ class Speech:
     # before the pronoun, never one said after it
     people: tuple[tuple[int, str], ...] = ()
     spoken_at: datetime | None = None
+    # people named earlier in the session (by NER, a relation, or as a speaker): a capitalised
+    # subject the tagger missed ("Tara lives in Chennai", Tara read as an adjective) is one
+    known: frozenset[str] = frozenset()
 
 
 def _sentence_text(sent: Span) -> str:
@@ -164,6 +167,8 @@ def _who(tok: Token, speech: Speech) -> tuple[str, str] | None:
     if tok.pos_ == "PROPN":
         name = _name_of(tok)
         return (name, "named") if name else None
+    if tok.dep_ in ("nsubj", "nsubjpass") and tok.is_title and tok.text in speech.known:
+        return tok.text, "named"
     if tok.pos_ == "NOUN":  # "my sister Meera lives…": the appositive name
         for child in tok.children:
             if child.dep_ in ("appos", "compound") and (name := _name_of(child)):
