@@ -277,13 +277,14 @@ async def run(
         console.print(f"[red]no LoCoMo data at {path}[/] (--data; ../shared/data/README.md)")
         raise typer.Exit(2)
     convs, _ = load(path, captions, conversations)
-    if stories:
-        convs.append(story())
     console.print(
-        f"{len(convs)} conversations, {sum(len(c.questions) for c in convs)} questions "
-        f"(those with evidence turns); Annie's backend: "
+        f"{len(convs)} LoCoMo conversations, {sum(len(c.questions) for c in convs)} questions "
+        f"(those with evidence turns){' and the design stories' if stories else ''}; "
+        "Annie's backend: "
         f"{'OpenAI-compatible at ' + llm[0] if llm[0] else 'the offline responder (no LLM)'}"
     )
+    if stories:
+        convs.append(story())
     replies: list[Reply] = []
     with workdir("her-os-answers-", keep) as root_name, contextlib.ExitStack() as stack:
         root = Path(root_name)
