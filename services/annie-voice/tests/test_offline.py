@@ -306,3 +306,16 @@ async def test_when_is_answered_with_the_day_the_words_name() -> None:
     assert text == (
         "On 8 May 2023, Caroline said: “I went to a support group yesterday” — that was 7 May 2023."
     )
+
+
+async def test_who_is_someone_is_their_relation_but_not_a_question_about_them() -> None:
+    said = memory("Kavya loves Ed Sheeran, she plays him all day.", speaker="Arjun")
+    double = EngineDouble(
+        memories=[said],
+        about=[{"name": "Kavya", "type": "person", "owner": False, "id": 3, "tier": "L1"}],
+        facts=[fact("Arjun's sibling is Kavya", "Arjun", "SIBLING", "Kavya")],
+    )  # fmt: skip
+    r = responder(double, owner_speakers=["Arjun"])
+    assert (await r.answer("Who is Kavya?")).startswith("Kavya is your sibling")
+    text = await r.answer("Who is Kavya a fan of?")
+    assert "sibling" not in text and "Ed Sheeran" in text

@@ -106,3 +106,10 @@ def test_relevance_counts_the_words_a_kind_of_fact_is_asked_by() -> None:
     pottery = fact("f14", "Mel", "LIKES", "pottery", 10)
     assert relevance(pottery, stems("What did she make at the pottery class?")) == 0
     assert relevance(pottery, stems("Does she like pottery?")) == 2
+    # the kind alone, with more asked than the fact says
+    child = fact("f15", "John", "CHILD", "Sara", 10)
+    assert relevance(child, stems("How often does he take his kids to the park?")) == 0
+    assert relevance(child, stems("What is the name of his child?")) == 1
+    shoes = fact("f16", "Dev", "USES", "Asics", 10)
+    shoes.attributes["category"] = "shoe"
+    assert relevance(shoes, stems("Which running shoes do I use now?")) == 2  # one left over

@@ -61,7 +61,8 @@ FIRST_PERSON = re.compile(r"(?<![\w'’])(?:i|me|my|mine|myself)(?![\w])", re.IG
 _WORD = re.compile(r"[a-z0-9]+")
 # Words a question shares with every fact, which say nothing about which fact it asks for.
 _EMPTY = frozenset(
-    "the and are was were what where when who whom why how did does do you your about that "
+    "the and are was were what which whose where when who whom why how did does do you your "
+    "about that "
     "this with for from have has had still now any there their they them is it its".split()
 )
 
@@ -99,16 +100,30 @@ def cue_words(predicate: str) -> set[str]:
     return words
 
 
+# Words a question may hold beside what it asks ("Where does she live now?").
+_FILLER = stems(
+    "now still currently these days today anymore usually often always ever really actually "
+    "name kind sort type most more much"
+)
+
+
 def relevance(fact: Fact, wanted: set[str]) -> int:
     """How well the fact answers the query (`wanted`: its content words, stemmed, people's
     names removed): 0 unless the query asks this kind of fact ("live" for where someone
-    lives, "sister" for a sibling, the predicate's own words); then those words and the ones
-    it shares with the fact's object and words. A fact that only shares its topic ("Melanie
-    likes pottery" for "what did she make at the pottery class?") does not answer."""
+    lives, "sister" for a sibling, the predicate's own words) and the fact covers what else
+    it asks but one word ("Which running shoes do I use?" and "Dev uses Asics", category
+    shoe); then those words and the ones it shares with the fact. A fact that only shares
+    its topic ("likes pottery" for "what did she make at the pottery class?") or its kind
+    ("John's child is Sara" for "how often does he take his kids to the park?") does not
+    answer."""
     asked = wanted & stems(" ".join(cue_words(fact.predicate)))
     if not asked:
         return 0
-    return len(asked | (wanted & stems(f"{fact.fact} {fact.object}")))
+    category = str(fact.attributes.get("category") or "")
+    said = wanted & stems(f"{fact.fact} {fact.object} {category}")
+    if len(wanted - asked - said - _FILLER) > 1:
+        return 0
+    return len(asked | said)
 
 
 def is_current(fact: Fact, as_of: datetime) -> bool:

@@ -334,12 +334,13 @@ def about_the_question(fact: KnownFact, query: str, recall: Recall) -> bool:
     "live" for where someone lives) — or, from an engine that does not say, it shares a word
     with the question other than the names of the people in it ("Do I still drink coffee?"
     and "Arjun drinks tea"); or the question asks who someone is and the fact is a relation."""
-    if _WHO_IS.match(query.strip()) and _NOUN_FACT.match(clean(fact.fact)) is not None:
-        return True
-    if fact.relevance is not None:
-        return fact.relevance > 0
     people = [s.name for s in recall.about if s.type == "person" or s.owner]
     names = {w for name in people for w in _WORD.findall(name.casefold())}
+    if _WHO_IS.match(query.strip()) and _NOUN_FACT.match(clean(fact.fact)) is not None:
+        # "Who is Lina?", not "Who is Melanie a fan of?": nothing asked but the person
+        return not (_telling(query) - names - {"who"})
+    if fact.relevance is not None:
+        return fact.relevance > 0
     names |= {w for w in _WORD.findall(fact.subject.casefold())}
     asked = {_stem(w) for w in _telling(query) if w not in names}
     said = {_stem(w) for w in _WORD.findall(f"{fact.fact} {fact.object}".casefold())}
