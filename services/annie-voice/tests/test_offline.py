@@ -60,7 +60,7 @@ async def test_answers_from_memory_in_sentences() -> None:
         ]
     )
     r = responder(double)
-    text = await r.answer("where is Priya moving?", first_turn=True)
+    text = await r.answer("where is Priya moving?")
     # One memory, the best: the answer, not a list of quotes.
     assert text == (
         "On Tuesday, Priya said: “I'm moving to Koramangala next month. The flat is near the park”."
@@ -73,20 +73,20 @@ async def test_answers_from_memory_in_sentences() -> None:
 async def test_owner_is_you() -> None:
     double = EngineDouble(memories=[memory("I promised to call mum", speaker="Asha")])
     r = responder(double, owner_speakers=["asha"])
-    text = await r.answer("what did I promise?", first_turn=False)
+    text = await r.answer("what did I promise?")
     assert "you said: “I promised to call mum”" in text
 
 
 async def test_says_plainly_when_nothing_is_found_and_what_it_cannot_do() -> None:
     r = responder(EngineDouble(memories=[]))
-    text = await r.answer("what is the capital of France?", first_turn=False)
+    text = await r.answer("what is the capital of France?")
     assert "found nothing" in text
     assert "can't use general knowledge, search the web or run tools" in text
 
 
 async def test_engine_down_is_said_plainly() -> None:
     r = responder(EngineDouble(mode="down"))
-    text = await r.answer("where is Priya?", first_turn=True)
+    text = await r.answer("where is Priya?")
     assert "couldn't reach your memories" in text
 
 
@@ -95,7 +95,7 @@ async def test_the_sentence_asked_about_is_quoted_not_the_segments_first() -> No
     double = EngineDouble(
         memories=[memory("heard a beep. This is Diane in New Jersey.", speaker="unknown_2")]
     )
-    text = await responder(double).answer("Where is Diane living now?", first_turn=False)
+    text = await responder(double).answer("Where is Diane living now?")
     assert "said: “This is Diane in New Jersey”." in text
     assert "beep" not in text
 

@@ -288,7 +288,7 @@ class KnowledgeDouble:
         self.how = how
         self.available = True
 
-    async def lookup(self, q: ContextQuery, me: str | None = None) -> Knowledge:
+    async def lookup(self, q: ContextQuery) -> Knowledge:
         if self.how == "fail":
             raise RuntimeError("graph gone")
         if self.how == "hang":

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Awaitable, Coroutine, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, TypeVar
@@ -196,11 +196,18 @@ async def build_briefing(
 
     try:
         async with asyncio.timeout(timeout_s):
-            found, key, mine, promises = await asyncio.gather(
+            extras = (
+                [
+                    _optional(engine.recall("me", limit=1, me=me), Recall(), "owner facts"),
+                    _optional(engine.open_promises(limit), [], "open promises"),
+                ]
+                if owner
+                else []
+            )
+            found, key, *more = await asyncio.gather(
                 engine.recall(query, limit=limit, me=me),
                 engine.context(query, limit=limit, tiers=KEY_TIERS),
-                _optional(engine.recall("me", limit=1, me=me), Recall(), "owner facts", owner),
-                _optional(engine.open_promises(limit), [], "open promises", owner),
+                *extras,
             )
     except TimeoutError:
         log.warning("briefing.unavailable", reason="timeout", timeout_s=timeout_s)
@@ -214,7 +221,8 @@ async def build_briefing(
         found.memories, key=lambda m: m.timestamp.timestamp() if m.timestamp else 0.0,
         reverse=True,
     )  # fmt: skip
-    facts = unique_facts(found.facts, mine.facts if owner else [])
+    mine, promises = more if owner else (Recall(), [])
+    facts = unique_facts(found.facts, mine.facts)
     text, count = render(recent, key, max_chars, facts=facts, promises=promises)
     if count == 0:
         return Briefing(status="empty", reason="no memories matched", elapsed_ms=elapsed())
@@ -225,13 +233,9 @@ async def build_briefing(
     )  # fmt: skip
 
 
-async def _optional(found: Awaitable[T], default: T, what: str, wanted: bool) -> T:
-    """An extra part of the briefing: without it (not wanted, or an engine that cannot say)
-    the briefing goes on."""
-    if not wanted:
-        if isinstance(found, Coroutine):
-            found.close()
-        return default
+async def _optional(found: Awaitable[T], default: T, what: str) -> T:
+    """An extra part of the briefing: without it (an engine that cannot say) the briefing
+    goes on."""
     try:
         return await found
     except EngineUnavailableError as exc:

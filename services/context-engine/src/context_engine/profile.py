@@ -25,8 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from context_engine import predicates
 from context_engine.entities import find_entity
 from context_engine.graph.base import Fact
-from context_engine.graph_view import with_sources
-from context_engine.query_facts import facts_with_history, knowledge_only
+from context_engine.query_facts import facts_with_history, forgotten, knowledge_only
 from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
@@ -110,9 +109,9 @@ async def _facts(
     )
     current, ended = await facts_with_history(engine, facts, as_of)
     changes = []
-    for item, fact in zip(await with_sources(engine, ended), ended, strict=True):
-        if item["sources"] and all(s["text"] is None for s in item["sources"]):
-            continue  # forgotten
+    for fact, item in ended:
+        if forgotten(item):
+            continue
         item["current"] = False
         item["ended_by"] = fact.ended_by
         changes.append(item)

@@ -16,10 +16,9 @@ profile.
    then their `relevance` (0 unless the query asks the fact's kind — "live" for residence,
    "sister" for a sibling, predicates.QUESTION_CUES, patterns.RELATIONS —, then the query's
    words, names of people aside, found among those and the fact's own), then the words they
-   share with the query at all, then the newest — and the first
-   `limit` are returned, each with its relevance, its sources (the segments it was said
-   in), since when it holds (`valid_at`) and the facts it replaced (ended ones whose
-   `ended_by` is this fact).
+   share with the query at all, then the newest — and the first `limit` are returned, each
+   with its relevance, its sources (the segments it was said in), since when it holds
+   (`valid_at`) and the facts it replaced (ended ones whose `ended_by` is this fact).
 4. For ranking (retrieve.fuse): the segments behind the facts returned that replaced an older
    one are `current_sources` (only a change needs the newer words lifted: lifting every
    fact's segment cost LoCoMo 1.8 points of recall@5), and those behind the facts that had
@@ -29,8 +28,8 @@ profile.
 
 Only facts about the world count: the edges of things said (asked, felt, decided, promised:
 graph.facts.SPEECH_ACTS) are left out. A fact whose every source segment has been forgotten
-is left out (the graph job that rewrites
-the session may not have run yet): forgetting reaches what the query shows at once.
+is left out (the graph job that rewrites the session may not have run yet): forgetting
+reaches what the query shows at once.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -141,8 +140,7 @@ class Subject:
     owner: bool = False
 
     def out(self) -> dict[str, Any]:
-        return {"id": self.id, "type": self.type, "name": self.name, "tier": self.tier,
-                "owner": self.owner}  # fmt: skip
+        return asdict(self)
 
 
 @dataclass(slots=True)
@@ -166,7 +164,7 @@ def _replaced_out(fact: Fact) -> dict[str, Any]:
     }
 
 
-def _forgotten(item: dict[str, Any]) -> bool:
+def forgotten(item: dict[str, Any]) -> bool:
     """Every segment the fact was said in is gone (forgotten or deleted)."""
     sources = item["sources"]
     return bool(sources) and all(s["text"] is None for s in sources)
@@ -176,19 +174,20 @@ async def facts_with_history(
     engine: AsyncEngine,
     facts: Sequence[Fact],
     as_of: datetime,
-) -> tuple[list[dict[str, Any]], list[Fact]]:
+) -> tuple[list[dict[str, Any]], list[tuple[Fact, dict[str, Any]]]]:
     """The current ones of `facts` as the API shows them (sources, `since`, `replaced`), in
-    the order given, leaving out forgotten ones; and the ended ones."""
-    current = [f for f in facts if is_current(f, as_of)]
-    ended = [f for f in facts if not is_current(f, as_of)]
+    the order given, leaving out forgotten ones; and the ended ones, each with its API item
+    (sources read in the same query)."""
+    items = await with_sources(engine, facts)
+    ended = [(f, item) for f, item in zip(facts, items, strict=True) if not is_current(f, as_of)]
     replaced: dict[str, list[Fact]] = {}
-    for f in ended:
+    for f, _ in ended:
         by = (f.ended_by or {}).get("uuid")
         if by:
             replaced.setdefault(by, []).append(f)
     out = []
-    for item, fact in zip(await with_sources(engine, current), current, strict=True):
-        if _forgotten(item):
+    for item, fact in zip(items, facts, strict=True):
+        if not is_current(fact, as_of) or forgotten(item):
             continue
         item["since"] = fact.valid_at
         item["current"] = True
@@ -246,8 +245,8 @@ class QueryFacts:
         out += [Subject(r.id, r.type, r.name, r.tier) for r in named if r.id not in seen]
         return out
 
-    async def lookup(self, q: ContextQuery, me: str | None = None) -> Knowledge:
-        about = await self.subjects(q.query, me)
+    async def lookup(self, q: ContextQuery) -> Knowledge:
+        about = await self.subjects(q.query, q.me)
         if not about or not self.available:
             return Knowledge(about=about)
         graph = self.graph
@@ -265,12 +264,12 @@ class QueryFacts:
         )
         others = {u for u, s in subject_of.items() if not s.owner}
         if others and len(others) < len(subject_of):  # the owner and something else
-            facts = _touching(facts, others, q.as_of)
+            facts = _touching(facts, others)
         people = {s.name for s in about if s.type == "person" or s.owner}
         wanted = stems(q.query) - stems(" ".join(people))
-        ranked = _rank(facts, wanted, subject_of)
+        score = {f.uuid: relevance(f, wanted) for f in facts}
+        ranked = _rank(facts, wanted, subject_of, score)
         shown, ended = await facts_with_history(self.engine, ranked, q.as_of)
-        score = {f.uuid: relevance(f, wanted) for f in ranked}
         for item in shown:
             item["relevance"] = score[item["uuid"]]
         said = {(s["session_id"], s["segment_id"]) for item in shown for s in item["sources"]}
@@ -284,7 +283,7 @@ class QueryFacts:
                 if item["replaced"]
                 for s in item["sources"]
             },
-            superseded_sources={key for f in ended for key in f.sources} - said,
+            superseded_sources={key for f, _ in ended for key in f.sources} - said,
         )
 
 
@@ -293,7 +292,7 @@ def knowledge_only(facts: Iterable[Fact]) -> list[Fact]:
     return [f for f in facts if f.predicate.upper() not in SPEECH_ACTS]
 
 
-def _touching(facts: Iterable[Fact], nodes: set[str], as_of: datetime) -> list[Fact]:
+def _touching(facts: Iterable[Fact], nodes: set[str]) -> list[Fact]:
     """The facts on either side of `nodes`, and the current facts that ended one of them."""
     facts = list(facts)
     kept = [f for f in facts if f.subject_uuid in nodes or f.object_uuid in nodes]
@@ -303,14 +302,19 @@ def _touching(facts: Iterable[Fact], nodes: set[str], as_of: datetime) -> list[F
     return kept
 
 
-def _rank(facts: Sequence[Fact], wanted: set[str], subject_of: dict[str, Subject]) -> list[Fact]:
-    """Most subjects joined first, then the most relevant to the query's words, then those
-    sharing the most words with it at all, then newest."""
+def _rank(
+    facts: Sequence[Fact],
+    wanted: set[str],
+    subject_of: dict[str, Subject],
+    score: dict[str, int],
+) -> list[Fact]:
+    """Most subjects joined first, then the most relevant to the query's words (`score`:
+    each fact's relevance), then those sharing the most words with it at all, then newest."""
 
     def key(f: Fact) -> tuple[float, ...]:
         joined = len({subject_of[u].id for u in (f.subject_uuid, f.object_uuid) if u in subject_of})
         shared = len(wanted & stems(f"{f.fact} {f.object}"))
         when = f.valid_at or f.created_at
-        return (-joined, -relevance(f, wanted), -shared, -(when.timestamp() if when else 0.0))
+        return (-joined, -score[f.uuid], -shared, -(when.timestamp() if when else 0.0))
 
     return sorted(facts, key=key)

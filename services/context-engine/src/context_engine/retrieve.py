@@ -14,9 +14,9 @@ it mentions (L0 when none; tiers.py), a `tiers` filter keeps only those tiers an
 `decay_half_life_days`, never below the evergreen floor `decay_floor`, so an old memory that is
 still the best match is not buried), applied to L0 episodes only — an L1 or L2 memory is
 validated as still true; then knowledge: the segments behind the current facts the response
-returns about the query's subjects weigh `current_fact_weight`, those behind facts that had
-ended by `as_of` (and behind no current one) `superseded_weight`, so what is true now ranks
-above what used to be (query_facts.py, which also gives the response its
+returns about the query's subjects that replaced an older fact weigh `current_fact_weight`,
+those behind facts that had ended by `as_of` (and behind no current one) `superseded_weight`,
+so what is true now ranks above what used to be (query_facts.py, which also gives the response its
 `about` and `facts`); then MMR over the pool (λ = `mmr_lambda`; 1.0 = relevance only) with
 word-overlap similarity between texts.
 """
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 LegStatus = Literal["ok", "timeout", "error"]
+KnowledgeStatus = Literal["ok", "timeout", "error", "off"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +170,8 @@ class FusionParams:
     tier_weights: dict[str, float] = field(default_factory=dict)
     # score multiplier of a segment behind a fact that had ended by as_of (1.0: off)
     superseded_weight: float = 1.0
-    # score multiplier of a segment behind a current fact about the query's subjects
+    # score multiplier of a segment behind a current fact about the query's subjects that
+    # replaced an older one
     current_fact_weight: float = 1.0
 
     @property
@@ -186,7 +188,7 @@ class ContextResult:
     # What is known about the query's subjects (None: no knowledge configured).
     knowledge: Knowledge | None = None
     # "ok", "timeout", "error"; "off" without a graph or knowledge reader.
-    knowledge_status: Literal["ok", "timeout", "error", "off"] = "off"
+    knowledge_status: KnowledgeStatus = "off"
 
     @property
     def degraded(self) -> list[str]:
@@ -321,14 +323,15 @@ class Retriever:
         self.leg_timeout_s = leg_timeout_s
         self.knowledge = knowledge
 
-    async def _know(self, q: ContextQuery) -> tuple[Knowledge | None, str]:
+    async def _know(self, q: ContextQuery) -> tuple[Knowledge | None, KnowledgeStatus]:
         """What is known about the query's subjects, and how the lookup went: a failing or
         slow graph leaves the results as they are (status "error" / "timeout")."""
         if self.knowledge is None or not self.knowledge.available:
             return None, "off"
+        status: KnowledgeStatus
         try:
             async with asyncio.timeout(self.leg_timeout_s):
-                return await self.knowledge.lookup(q, q.me), "ok"
+                return await self.knowledge.lookup(q), "ok"
         except TimeoutError:
             status = "timeout"
         except Exception as exc:
@@ -453,7 +456,7 @@ class Retriever:
             }
             for c in best
         ]
-        return ContextResult(results, status, knowledge, knowledge_status)  # type: ignore[arg-type]
+        return ContextResult(results, status, knowledge, knowledge_status)
 
     async def _entities(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], list[dict]]:
         if not keys:

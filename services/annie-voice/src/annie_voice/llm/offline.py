@@ -55,7 +55,7 @@ def relative_day(when: datetime, now: datetime, zone: tzinfo) -> str:
         return f"on {day.strftime('%A')}"
     if day.year == today.year:
         return f"on {day.day} {day.strftime('%B')}"
-    return f"on {day.day} {day.strftime('%B')} {day.year}"
+    return f"on {_day_month_year(day)}"
 
 
 def sentences(text: str) -> list[str]:
@@ -163,8 +163,7 @@ _RELATIVE_DATE = re.compile(
 )
 
 
-def _day_month_year(when: datetime, zone: tzinfo) -> str:
-    day = when.astimezone(zone).date()
+def _day_month_year(day: date) -> str:
     return f"{day.day} {day.strftime('%B')} {day.year}"
 
 
@@ -175,7 +174,7 @@ def dated(text: str, spoken_at: datetime | None, zone: tzinfo) -> str | None:
     m = _RELATIVE_DATE.search(text)
     if m is None or spoken_at is None:
         return None
-    said_on = _day_month_year(spoken_at, zone)
+    said_on = _day_month_year(spoken_at.astimezone(zone).date())
     if m["week"] and m["week"].lower() == "last week":
         return f"the week before {said_on}"
     if m["weekend"]:
@@ -184,9 +183,9 @@ def dated(text: str, spoken_at: datetime | None, zone: tzinfo) -> str | None:
     if when is None:
         return None
     if m["day"]:
-        return _day_month_year(when, zone)
+        return _day_month_year(when.astimezone(zone).date())
     if m["week"]:
-        return f"the week of {_day_month_year(when, zone)}"
+        return f"the week of {_day_month_year(when.astimezone(zone).date())}"
     if m["month"]:
         return when.astimezone(zone).strftime("%B %Y")
     return str(when.astimezone(zone).year)
@@ -199,9 +198,8 @@ def sentence(
     quoted = gist(memory.text, query)
     said = f"{speaker} said: “{quoted}”."
     if memory.timestamp is None:
-        return said[0].upper() + said[1:]
-    day = relative_day(memory.timestamp, now, zone)
-    out = f"{day[0].upper()}{day[1:]}, {said}"
+        return _cap(said)
+    out = f"{_cap(relative_day(memory.timestamp, now, zone))}, {said}"
     if _WHEN.match(query.strip()) and (then := dated(quoted, memory.timestamp, zone)):
         out = f"{out[:-1]} — that was {then}."  # "When …?": the day the words name
     return out
@@ -404,18 +402,15 @@ class Answer:
 
 def compose(
     query: str,
-    recall: Recall | Sequence[Memory],
+    recall: Recall,
     *,
     now: datetime,
     zone: tzinfo,
     owner_speakers: Collection[str],
-    first_turn: bool = False,
 ) -> Answer:
     """The answer to `query` from what was recalled: the current fact about what it asks
     (with since when and what it replaced) and at most one quote behind it; without a fact,
     the best one or two memories quoted; without either, that nothing is remembered."""
-    if not isinstance(recall, Recall):
-        recall = Recall(memories=list(recall))
     shown_query = gist(query)
     owners = [*owner_speakers, *(s.name for s in recall.about if s.owner)]
     relevant = [f for f in recall.facts if about_the_question(f, query, recall)]
@@ -481,7 +476,7 @@ class OfflineMemoryResponder:
     async def aclose(self) -> None:
         return None
 
-    async def answer(self, query: str, *, first_turn: bool = False) -> str:
+    async def answer(self, query: str) -> str:
         return (await self.reply(query)).text
 
     async def reply(self, query: str) -> Answer:
