@@ -4,10 +4,12 @@ runs end to end in test_worked_examples.py (real PostgreSQL and FalkorDB)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from context_engine import query_facts
 from context_engine.graph.base import Fact
 from context_engine.query_facts import (
     Subject,
@@ -117,3 +119,33 @@ def test_relevance_counts_the_words_a_kind_of_fact_is_asked_by() -> None:
     shoes = fact("f16", "Dev", "USES", "Asics", 10)
     shoes.attributes["category"] = "shoe"
     assert relevance(shoes, stems("Which running shoes do I use now?")) == 2  # one left over
+
+
+async def test_a_forgotten_fact_is_not_told_as_what_was_replaced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Forgetting the session that said "Arjun likes coffee" must not leave it in the
+    `replaced` of the fact that ended it, before the graph job rewrites the session."""
+    likes = replace(LIKES, sources=[("s1", "s1-0")])
+    drinks = replace(DRINKS, sources=[("s2", "s2-0")])
+    avoids = replace(AVOIDS, sources=[("s3", "s3-0")])
+    drinks.ended_by = {"uuid": "f3"}
+    gone = {("s1", "s1-0")}
+
+    async def sources_double(engine: object, facts: list[Fact]) -> list[dict]:
+        """Test double of graph_view.with_sources: the forgotten segment has no text."""
+        return [
+            {"uuid": f.uuid, "sources": [
+                {"session_id": s, "segment_id": g, "text": None if (s, g) in gone else "said"}
+                for s, g in f.sources
+            ]}
+            for f in facts
+        ]  # fmt: skip
+
+    monkeypatch.setattr(query_facts, "with_sources", sources_double)
+    current, ended = await query_facts.facts_with_history(
+        None, [avoids, likes, drinks], T + timedelta(days=120)
+    )
+    assert [item["uuid"] for item in current] == ["f3"]
+    assert [r["uuid"] for r in current[0]["replaced"]] == ["f2"]  # not the forgotten f1
+    assert [f.uuid for f, _ in ended] == ["f1", "f2"]

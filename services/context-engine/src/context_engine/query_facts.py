@@ -176,14 +176,14 @@ async def facts_with_history(
     as_of: datetime,
 ) -> tuple[list[dict[str, Any]], list[tuple[Fact, dict[str, Any]]]]:
     """The current ones of `facts` as the API shows them (sources, `since`, `replaced`), in
-    the order given, leaving out forgotten ones; and the ended ones, each with its API item
-    (sources read in the same query)."""
+    the order given, leaving out forgotten ones (as current facts, and as what one replaced);
+    and the ended ones, each with its API item (sources read in the same query)."""
     items = await with_sources(engine, facts)
     ended = [(f, item) for f, item in zip(facts, items, strict=True) if not is_current(f, as_of)]
     replaced: dict[str, list[Fact]] = {}
-    for f, _ in ended:
+    for f, item in ended:
         by = (f.ended_by or {}).get("uuid")
-        if by:
+        if by and not forgotten(item):  # a forgotten fact is not told as what was replaced
             replaced.setdefault(by, []).append(f)
     out = []
     for item, fact in zip(items, facts, strict=True):
