@@ -166,6 +166,8 @@ class Runtime:
             recorder=self.recorder,
             jobs_open=lambda: self._jobs_open,
         )
+        # The speakers heard (and the owner guess), read once for the vector leg and knowledge.
+        self.speakers = KnownSpeakers(self.db.main, ttl_s=settings.speaker_names_ttl_s)
         self.retriever = Retriever(
             self.db.main,
             self._legs(),
@@ -186,7 +188,7 @@ class Runtime:
             knowledge=QueryFacts(
                 self.db.main,
                 self.graph,
-                KnownSpeakers(self.db.main, ttl_s=settings.speaker_names_ttl_s),
+                self.speakers,
                 owner=settings.owner_name,
                 limit=settings.context_facts_limit,
                 max_entities=settings.graph_leg_entities,
@@ -212,11 +214,7 @@ class Runtime:
                 next_turn = self.settings.leg_weights.get("bm25_next", 1.0) > 0
                 legs.append(Bm25Leg(self.db.main, self.search_index, next_turn=next_turn))
             elif name == "vector" and self.embedding is not None:
-                speakers = (
-                    KnownSpeakers(self.db.main, ttl_s=self.settings.speaker_names_ttl_s)
-                    if self.settings.vector_query_without_speakers
-                    else None
-                )
+                speakers = self.speakers if self.settings.vector_query_without_speakers else None
                 legs.append(VectorLeg(self.embedding, speakers=speakers))
             elif name == "graph":
                 legs.append(
