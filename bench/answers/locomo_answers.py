@@ -70,7 +70,7 @@ from locomo_recall import (
     DataOption,
     Question,
     consolidate,
-    create_database,
+    conversation_engine,
     falkordb,
     load,
     postgres_version,
@@ -293,23 +293,15 @@ async def run(
         for conv in convs:
             console.rule(f"{conv.sample_id}: {len(conv.sessions)} sessions, {conv.turns} turns")
             home = root / conv.memory_id
-            (home / "transcripts").mkdir(parents=True)
-            database_url = await create_database(pg.url, conv.memory_id)
-            engine = EngineProcess(
-                database_url=database_url,
-                transcripts_dir=home / "transcripts",
-                events_dir=home / "events",
-                log_path=home / "engine.log",
-                extra_env={
-                    "CONTEXT_ENGINE_LEG_TIMEOUT_S": "30",
-                    "CONTEXT_ENGINE_GRAPH_URL": graph_url,
-                    "CONTEXT_ENGINE_GRAPH_GROUP_ID": conv.memory_id,
-                },
-            )
+            engine = await conversation_engine(
+                conv, root, pg.url,
+                {"CONTEXT_ENGINE_LEG_TIMEOUT_S": "30", "CONTEXT_ENGINE_GRAPH_URL": graph_url,
+                 "CONTEXT_ENGINE_GRAPH_GROUP_ID": conv.memory_id},
+            )  # fmt: skip
             with engine:
                 wait_embedder(engine)
-                as_of = write_sessions(conv, home / "transcripts", home / "staging")
-                await wait_indexed(database_url, conv, True, index_timeout_s)
+                as_of = write_sessions(conv, engine.transcripts_dir, home / "staging")
+                await wait_indexed(engine.database_url, conv, True, index_timeout_s)
                 console.print(f"consolidated as of the end: {consolidate(engine, as_of)}")
                 with Progress(
                     "  {task.description:<10}", BarColumn(), MofNCompleteColumn(),

@@ -62,7 +62,7 @@ from locomo_recall import (
     Conversation,
     ConversationsOption,
     DataOption,
-    create_database,
+    conversation_engine,
     falkordb,
     load,
     wait_indexed,
@@ -237,10 +237,6 @@ async def ingest_one(
     policy: TierPolicy,
     index_timeout_s: float,
 ) -> Memory:
-    home = root / conv.memory_id
-    transcripts = home / "transcripts"
-    transcripts.mkdir(parents=True)
-    database_url = await create_database(server_url, conv.memory_id)
     env = {
         "CONTEXT_ENGINE_EXTRACTOR": "fast",
         "CONTEXT_ENGINE_VECTOR_INDEX_ENABLED": "false",
@@ -248,17 +244,11 @@ async def ingest_one(
         "CONTEXT_ENGINE_GRAPH_URL": graph_url,
         "CONTEXT_ENGINE_GRAPH_GROUP_ID": conv.memory_id,
     }
-    engine = EngineProcess(
-        database_url=database_url,
-        transcripts_dir=transcripts,
-        events_dir=home / "events",
-        log_path=home / "engine.log",
-        extra_env=env,
-    )
+    engine = await conversation_engine(conv, root, server_url, env)
     with engine:
-        as_of = write_sessions(conv, transcripts, home / "staging")
+        as_of = write_sessions(conv, engine.transcripts_dir, root / conv.memory_id / "staging")
         index_s = await wait_indexed(
-            database_url, conv, graph=True, timeout_s=index_timeout_s, vectors=False
+            engine.database_url, conv, graph=True, timeout_s=index_timeout_s, vectors=False
         )
         run, stats, entities, consolidate_s = read_memory(engine, as_of, policy)
         report_log(engine.log_events(), f"{conv.sample_id} engine log")

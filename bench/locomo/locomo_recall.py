@@ -402,6 +402,22 @@ def falkordb(root: Path) -> Iterator[str]:
         proc.wait(10)
 
 
+async def conversation_engine(
+    conv: Conversation, root: Path, server_url: str, extra_env: dict[str, str]
+) -> EngineProcess:
+    """The conversation's own memory: its database on the PostgreSQL server, its transcripts
+    volume under `root`, and the engine process serving them (not started yet)."""
+    home = root / conv.memory_id
+    (home / "transcripts").mkdir(parents=True)
+    return EngineProcess(
+        database_url=await create_database(server_url, conv.memory_id),
+        transcripts_dir=home / "transcripts",
+        events_dir=home / "events",
+        log_path=home / "engine.log",
+        extra_env=extra_env,
+    )
+
+
 async def create_database(server_url: str, name: str) -> str:
     engine = make_engine(server_url, pool_size=1)
     async with engine.connect() as conn:
