@@ -100,6 +100,31 @@ async def test_the_sentence_asked_about_is_quoted_not_the_segments_first() -> No
     assert "beep" not in text
 
 
+async def test_a_sentence_pointing_back_is_quoted_with_the_one_before() -> None:
+    # "It's about …" matches the question; what "it" is lies in the sentence before.
+    double = EngineDouble(
+        memories=[
+            memory(
+                "Totally! Rise Up by Andra Day means a lot to me. It's about getting up again "
+                "after a fall. Anyway, how was your week?",
+                speaker="Noor",
+            )
+        ]
+    )
+    text = await responder(double).answer("Which song is about getting up after a fall?")
+    assert "“Rise Up by Andra Day means a lot to me. It's about getting up again" in text
+    assert "Totally" not in text
+    assert "how was your week" not in text
+
+
+async def test_an_old_quote_is_not_dated_unless_the_question_asks_when() -> None:
+    old = memory("I adopted a beagle called Pixel", speaker="Omar", when=NOW - timedelta(days=40))
+    text = await responder(EngineDouble(memories=[old])).answer("What dog does Omar have?")
+    assert text == "Omar said: “I adopted a beagle called Pixel”."
+    text = await responder(EngineDouble(memories=[old])).answer("When did Omar adopt a dog?")
+    assert text.startswith("On 4 April, Omar said: “I adopted a beagle called Pixel”")
+
+
 def test_gist_prefers_telling_words_and_otherwise_the_first_sentence() -> None:
     segment = "The flat is near the park. I'm moving to Koramangala next month."
     whole = "The flat is near the park. I'm moving to Koramangala next month"
@@ -214,7 +239,7 @@ async def test_a_named_persons_fact_and_a_relation_told_from_their_side() -> Non
     assert text.startswith(
         "Kavya lives in Hyderabad (since 24 April). Before that, Kavya lived in Pune."
     )
-    assert "you said: “Kavya moved to Hyderabad last week, her new team is there”" in text
+    assert "You said: “Kavya moved to Hyderabad last week, her new team is there”" in text
     # who she is: the relation from her side, "you" for the owner
     double.facts.reverse()
     assert (await r.answer("Who is Kavya?")).startswith("Kavya is your sibling")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, tzinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo
 
 from annie_voice.briefing import clean
@@ -74,6 +74,12 @@ def is_question(text: str) -> bool:
 
 
 _WHEN = re.compile(r"^(?:when|what (?:day|date|year|month|time))\b", re.IGNORECASE)
+# A sentence opening with a word that points at the one before it ("It's about …"); not
+# "this", which as often introduces ("This is Diane").
+_POINTS_BACK = re.compile(
+    r"^(?:it|it's|its|that|that's|those|they|they're|he|she|him|her|them|there|then)\b",
+    re.IGNORECASE,
+)
 
 
 def _overlap(wanted: set[str], sentence: str) -> int:
@@ -109,12 +115,15 @@ def gist(text: str, query: str = "") -> str:
     stop: the sentence sharing the most telling words with it (a statement before a question
     — a question does not answer one) and the statement after it, which often holds what the
     first one only points at ("That race sounds great! Raising awareness for mental health
-    …"); sharing none, the text from its start. A segment often holds more than one sentence,
-    and the one asked about need not lead."""
+    …"); the statement before it too when it opens by pointing back ("“Brave” means a lot to
+    me. It's about being courageous"); sharing none, the text from its start. A segment often
+    holds more than one sentence, and the one asked about need not lead."""
     parts, scores, best = _best_sentence(text, query)
     if scores[best] == 0:
         return _cut(" ".join(parts)).rstrip(" .")
     chosen = parts[best]
+    if best > 0 and _POINTS_BACK.match(chosen) and not is_question(parts[best - 1]):
+        chosen = f"{parts[best - 1]} {chosen}"
     after = parts[best + 1] if best + 1 < len(parts) else ""
     # "When …?" is answered by the day it was said: the sentence that dates it is enough.
     if _WHEN.match(query.strip()):
@@ -194,15 +203,26 @@ def dated(text: str, spoken_at: datetime | None, zone: tzinfo) -> str | None:
 def sentence(
     memory: Memory, now: datetime, zone: tzinfo, owner_speakers: Collection[str], query: str = ""
 ) -> str:
+    """One memory quoted: who said what of it answers `query`, and when, if the question asks
+    when or the words are from the last week ("Yesterday, Priya said: “…”."). An older date
+    the question did not ask for is left to the memories listed with the answer: a spoken
+    reply stays short."""
     speaker = who(memory.speaker, owner_speakers)
     quoted = gist(memory.text, query)
     said = f"{speaker} said: “{quoted}”."
-    if memory.timestamp is None:
+    asks_when = bool(_WHEN.match(query.strip()))
+    if memory.timestamp is None or not (asks_when or _this_week(memory.timestamp, now)):
         return _cap(said)
     out = f"{_cap(relative_day(memory.timestamp, now, zone))}, {said}"
-    if _WHEN.match(query.strip()) and (then := dated(quoted, memory.timestamp, zone)):
+    if asks_when and (then := dated(quoted, memory.timestamp, zone)):
         out = f"{out[:-1]} — that was {then}."  # "When …?": the day the words name
     return out
+
+
+def _this_week(when: datetime, now: datetime) -> bool:
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return now - when < timedelta(days=7)
 
 
 # --- answers from facts ----------------------------------------------------------------------
