@@ -43,10 +43,8 @@ async def engine(tmp_path: Path, db_url: str) -> AsyncIterator[Engine]:
 
 @pytest.fixture
 def llm() -> Iterator[ScriptedChatLLMDouble]:
-    double = ScriptedChatLLMDouble([])
-    double.start()
-    yield double
-    double.stop()
+    with ScriptedChatLLMDouble([]) as double:
+        yield double
 
 
 async def chat(c: httpx.AsyncClient, message: str, session_id: str | None = None) -> list:

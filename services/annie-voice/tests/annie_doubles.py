@@ -4,7 +4,8 @@
   an httpx MockTransport, with scripted memories and failure modes (down, slow, 401).
 - `ScriptedChatLLMDouble`: an OpenAI-compatible server on a loopback port (real HTTP) that
   streams scripted chat completions — text chunks and tool calls — as the real `openai`
-  client expects them.
+  client expects them; a scripted reply may be a function of the request (a model that reacts
+  to what it was sent).
 - `EchoToolDouble`: a tool that echoes its arguments.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -179,12 +181,16 @@ def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
     }
 
 
+Reply = dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
+
+
 class ScriptedChatLLMDouble:
     """Each chat request takes the next scripted reply: `{"text": [chunks...]}` streams text,
     `{"tool_calls": [{"name", "arguments"}]}` streams tool calls (arguments split in two
-    chunks, as real servers do), `{"status": 500}` answers an HTTP error."""
+    chunks, as real servers do), `{"status": 500}` answers an HTTP error; a function is
+    called with the request's body and returns one of those."""
 
-    def __init__(self, script: list[dict[str, Any]]) -> None:
+    def __init__(self, script: list[Reply]) -> None:
         self.script = list(script)
         self.requests: list[dict[str, Any]] = []
         self._httpd: ThreadingHTTPServer | None = None
@@ -244,6 +250,8 @@ class ScriptedChatLLMDouble:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 double.requests.append(body)
                 reply = double.script.pop(0) if double.script else {"text": ["(unscripted)"]}
+                if callable(reply):
+                    reply = reply(body)
                 if "status" in reply:
                     data = json.dumps({"error": {"message": "scripted failure"}}).encode()
                     self.send_response(reply["status"])
@@ -270,6 +278,13 @@ class ScriptedChatLLMDouble:
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
+
+    def __enter__(self) -> ScriptedChatLLMDouble:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def parse_sse(text: str) -> list[tuple[str, dict[str, Any]]]:

@@ -386,3 +386,23 @@ def test_non_public_addresses_are_not_public(address) -> None:
 @pytest.mark.parametrize("address", ["93.184.216.34", "8.8.8.8", "2606:4700:4700::1111"])
 def test_public_addresses_are_public(address) -> None:
     assert is_public_address(ipaddress.ip_address(address))
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        ({"url": ["http://public.test/page"]}, "url: Input should be a valid string"),
+        ({"url": "http://public.test/" + "a" * 2_000}, "url: String should have at most 2000"),
+        ({"url": "http://public.test/page", "method": "POST"}, "method: is not an argument"),
+        ({}, "url: is required"),
+    ],
+)
+async def test_arguments_outside_the_schema_are_refused_without_a_request(
+    servers, args, problem
+) -> None:
+    local, public = servers
+    result = await tool_with_doubles().run(args)
+    assert not result.ok
+    assert (result.error or "").startswith("fetch_webpage: invalid arguments: ")
+    assert problem in (result.error or "")
+    assert local.hits == [] and public.hits == []

@@ -74,6 +74,8 @@ async def test_searches_the_private_network_searxng_and_lists_top_results(searxn
     assert "Third" not in result.content  # max_results
     assert "untrusted web content" in result.content
     assert result.data is None
+    # the URLs shown, for the chat loop: fetch_webpage may read them in this turn
+    assert result.links == ("https://en.wikipedia.org/wiki/Sea_otter", "https://example.org/otters")
 
 
 async def test_results_without_a_url_are_skipped(searxng_double) -> None:
@@ -81,6 +83,13 @@ async def test_results_without_a_url_are_skipped(searxng_double) -> None:
     result = await WebSearchTool(ToolConfig(searxng_url=url)).run({"query": "otters"})
     assert "no url here" not in result.content
     assert "3. Third" in result.content
+    assert result.links is not None and len(result.links) == 3
+
+
+async def test_a_failed_search_offers_no_links(searxng_double) -> None:
+    url, _ = searxng_double
+    result = await WebSearchTool(ToolConfig(searxng_url=url)).run({"query": "broken"})
+    assert not result.ok and result.links is None
 
 
 async def test_searxng_without_json_format_is_explained(searxng_double) -> None:
@@ -108,4 +117,4 @@ async def test_max_results_is_bounded() -> None:
         {"query": "x", "max_results": 50}
     )
     assert not result.ok
-    assert "must be <= 10" in (result.error or "")
+    assert "max_results: Input should be less than or equal to 10" in (result.error or "")

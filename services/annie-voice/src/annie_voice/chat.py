@@ -8,6 +8,10 @@ on later ones; the offline responder says which it used), then the backend strea
 through the tool-call text filter to `token` events; tool calls are run (`tool_use` events)
 and their results given back to the model, at most `max_tool_rounds` times; `done` closes the
 turn with the full text, usage and timings, `error` when it failed.
+
+No memory leaves the machine through a tool: while the session's context holds memory, a
+`fetch_webpage` call may read only a URL the user gave in this turn or this turn's web_search
+returned (`UrlProvenance`); any other is refused before it runs, and the model is told why.
 """
 
 from __future__ import annotations
@@ -38,11 +42,15 @@ from annie_voice.llm.base import (
 from annie_voice.llm.toolfilter import ToolCallTextFilter
 from annie_voice.lookahead import MemoryLookahead
 from annie_voice.observe import Observer
+from annie_voice.tools.fetch import UrlProvenance, url_host
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
 
 SUMMARY_CHARS = 300
+# The tool whose reads are limited by provenance, and the one whose results it may read.
+FETCH_TOOL = "fetch_webpage"
+SEARCH_TOOL = "web_search"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +72,9 @@ class ChatSession:
     history: list[Message] = field(default_factory=list)
     # the engine's forget marker when the session was briefed (None: not known)
     memory_marker: str | None = None
+    # Whether memory has been in this session's context (a briefing or a turn's memory in
+    # the prompt; the history may quote it after): fetch_webpage is then limited.
+    holds_memory: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @property
@@ -243,6 +254,7 @@ class ChatService:
         log.info("chat.memory_reset", session_id=session.id, reason="forget",
                  dropped_messages=len(session.history))  # fmt: skip
         session.history.clear()
+        session.holds_memory = False  # the history that quoted it is gone; re-briefed below
         session.memory_marker = marker
         await self.brief(session, message)
         return True
@@ -265,12 +277,31 @@ class ChatService:
 
     # --- a turn ---
 
-    async def _run_tool(self, call: ToolCall) -> dict[str, Any]:
+    async def _run_tool(
+        self, call: ToolCall, provenance: UrlProvenance
+    ) -> tuple[dict[str, Any], tuple[str, ...]]:
+        """The call's result for the model, and the URLs it offered (web_search's)."""
+        result = await self._tool_result(call, provenance)
+        if call.name != SEARCH_TOOL:
+            return result, ()
+        links = result.pop("links", None)
+        if "error" in result or not isinstance(links, (list, tuple)):
+            return result, ()
+        return result, tuple(u for u in links if isinstance(u, str))
+
+    async def _tool_result(self, call: ToolCall, provenance: UrlProvenance) -> dict[str, Any]:
         tool = self.tools.get(call.name)
         if call.error is not None:
             return {"error": call.error}
         if tool is None:
             return {"error": f"unknown tool {call.name!r}; available: {sorted(self.tools)}"}
+        if call.name == FETCH_TOOL:
+            url = call.arguments.get("url")
+            refusal = provenance.refusal(url)
+            if refusal is not None:
+                # the host only: the path and query are what may carry a memory
+                log.warning("chat.fetch_refused", reason="provenance", host=url_host(str(url)))
+                return {"ok": False, "content": f"Error: {refusal}", "error": refusal}
         try:
             async with asyncio.timeout(self.settings.tool_timeout_s):
                 result = await tool.run(call.arguments)
@@ -331,13 +362,17 @@ class ChatService:
         mark = len(session.history)
         session.history.append(Message(role="user", content=message))
         system = system_prompt(self.settings.system_prompt, briefing)
+        session.holds_memory |= bool(briefing.text)
         if lookahead is None:  # a language model: it answers from what the prompt holds
             used = briefing
             if not new and not reset:  # a new or reset session was briefed on `message`
                 used = await self.turn_memory(message)
                 system = system_prompt(system, used)
+                session.holds_memory |= bool(used.text)
             yield memories_event(used.facts, used.memories)
         tools = list(self.tools.values()) if self.backend.supports_tools else []
+        # The user's own words (typed, or the transcript of what they said) may name URLs.
+        provenance = UrlProvenance(restricted=session.holds_memory, user_text=message)
         usage = Usage()
         full: list[str] = []
         first_token_ms: int | None = None
@@ -393,7 +428,8 @@ class ChatService:
                         "otter", "start", session_id=session.id, data={"tool": call.name}
                     )
                     tool_started = time.monotonic()
-                    result = await self._run_tool(call)
+                    result, links = await self._run_tool(call, provenance)
+                    provenance.allow(links)
                     ok = "error" not in result
                     self.observer.emit(
                         "otter",

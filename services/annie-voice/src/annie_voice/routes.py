@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -12,7 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from annie_voice.chat import ChatEvent, ChatService, ChatSession
-from annie_voice.runtime import Runtime
+from annie_voice.runtime import Runtime, tool_config
+from annie_voice.tools import tool_availability
 from annie_voice.voice.errors import VoiceBackendError
 from annie_voice.voice.page import page_html
 from annie_voice.voice.sessions import VoiceSessionError, VoiceSessions
@@ -78,7 +80,12 @@ def api_router(token: SecretStr | None) -> APIRouter:
 
     @router.get("/api/status", tags=["status"], summary="Backend, engine reachability, sessions")
     async def status(runtime: RuntimeDep) -> dict[str, Any]:
-        return await runtime.status()
+        status = await runtime.status()
+        # tools the settings enable that cannot run on this host, with why (execute_python
+        # without a kernel sandbox); in a thread: the first call may run the sandbox probe
+        config = tool_config(runtime.settings)
+        status["tool_availability"] = await asyncio.to_thread(tool_availability, config)
+        return status
 
     return router
 

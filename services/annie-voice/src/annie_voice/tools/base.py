@@ -2,6 +2,10 @@
 
 A tool never raises to its caller (the chat loop): bad arguments, refusals and failures all come
 back as a `ToolResult` with `ok=False` and an `error` the model can read and act on.
+
+Each tool declares its arguments once, as a pydantic model (`Arguments`, a `ToolArguments`):
+`run` validates the model's call with it before the tool does anything, and the JSON schema the
+LLM is offered (`parameters`) is generated from the same model, so the two cannot drift apart.
 """
 
 from __future__ import annotations
@@ -12,6 +16,15 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
+from pydantic_core import PydanticCustomError
 
 from her_os_shared.logging import get_logger
 
@@ -33,10 +46,18 @@ class ToolResult:
     # data channel whenever it is not None. The model never reads it; it reads `content`.
     data: dict[str, Any] | None = None
     error: str | None = None
+    # The URLs this result offered the model (web_search's results): the chat loop lets
+    # fetch_webpage read them in this turn. Neither the model nor the page reads this field.
+    links: tuple[str, ...] | None = None
 
     @classmethod
-    def success(cls, content: str, data: dict[str, Any] | None = None) -> ToolResult:
-        return cls(ok=True, content=truncate(content, MAX_CONTENT_CHARS), data=data)
+    def success(
+        cls,
+        content: str,
+        data: dict[str, Any] | None = None,
+        links: tuple[str, ...] | None = None,
+    ) -> ToolResult:
+        return cls(ok=True, content=truncate(content, MAX_CONTENT_CHARS), data=data, links=links)
 
     @classmethod
     def failure(cls, error: str) -> ToolResult:
@@ -65,25 +86,44 @@ class ToolConfig:
     enabled: frozenset[str] = ALL_TOOL_NAMES
 
 
+class ToolArguments(BaseModel):
+    """The base of every tool's argument model. The arguments are JSON the model wrote: an
+    unknown field is refused (not ignored), and nothing is coerced ("5" is not 5, true is not
+    1), so what runs is exactly what the schema offered allows."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
 class Tool(ABC):
-    """One tool: `name`, `description`, `parameters` (JSON schema) and `run(args)`."""
+    """One tool: `name`, `description`, `Arguments` (its pydantic argument model), `parameters`
+    (the JSON schema of `Arguments`, derived when the class is defined) and `run(args)`."""
 
     name: ClassVar[str]
     description: ClassVar[str]
+    Arguments: ClassVar[type[ToolArguments]]
     parameters: ClassVar[dict[str, Any]]
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "Arguments" in cls.__dict__:
+            cls.parameters = llm_schema(cls.Arguments)
+
     async def run(self, args: dict[str, Any]) -> ToolResult:
-        problem = validate(self.parameters, args, "arguments")
-        if problem is not None:
+        try:
+            checked = self.Arguments.model_validate(args)
+        except ValidationError as exc:
+            # `_run` never sees arguments outside the schema
+            problem = describe_errors(exc, allowed=list(self.Arguments.model_fields))
             return ToolResult.failure(f"{self.name}: invalid arguments: {problem}")
         try:
-            return await self._run(args)
+            return await self._run(checked)
         except Exception as exc:  # the chat loop must never see a tool's exception
             log.exception("tool_failed", tool=self.name)
             return ToolResult.failure(f"{self.name} failed: {type(exc).__name__}")
 
     @abstractmethod
-    async def _run(self, args: dict[str, Any]) -> ToolResult: ...
+    async def _run(self, args: Any) -> ToolResult:
+        """Run with `args`, an instance of the tool's `Arguments`, already validated."""
 
     def spec(self) -> dict[str, Any]:
         """OpenAI-style function tool (Anthropic: name, description, input_schema=parameters)."""
@@ -95,6 +135,111 @@ class Tool(ABC):
                 "parameters": self.parameters,
             },
         }
+
+
+def llm_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """`model`'s JSON schema in the plain form tool calling accepts everywhere (OpenAI,
+    Anthropic, llama.cpp grammars): nested models inlined (no `$defs`/`$ref`), pydantic's
+    generated titles dropped, and an `anyOf` of bare types written as a `type` list. The
+    constraints (lengths, bounds, enums, additionalProperties) are kept as generated."""
+    schema = model.model_json_schema()
+    defs: dict[str, Any] = schema.pop("$defs", {})
+
+    def clean(node: Any, in_properties: bool = False) -> Any:
+        if isinstance(node, list):
+            return [clean(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if in_properties:  # keys here are field names (a field may be called "title")
+            return {key: clean(value) for key, value in node.items()}
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            return clean(defs[ref.removeprefix("#/$defs/")])
+        out = {
+            key: value if key in _VALUES else clean(value, in_properties=key == "properties")
+            for key, value in node.items()
+            if key != "title" or not isinstance(value, str)
+        }
+        merged = _as_type_list(out.get("anyOf"))
+        if merged is not None:
+            del out["anyOf"]
+            out.update(merged)
+        return out
+
+    result: dict[str, Any] = clean(schema)
+    return result
+
+
+# Keywords whose value is data, not a schema: left as they are.
+_VALUES = frozenset({"default", "enum", "const", "examples"})
+# Keywords that constrain only values of their own type: `{"type": ["integer", "null"],
+# "maximum": 10}` means what `anyOf: [{"type": "integer", "maximum": 10}, {"type": "null"}]` does.
+_TYPE_SPECIFIC = frozenset(
+    {"minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
+     "exclusiveMaximum", "multipleOf", "items", "minItems", "maxItems"}
+)  # fmt: skip
+
+
+def _as_type_list(options: Any) -> dict[str, Any] | None:
+    """An `anyOf` of plain types (at most one of them constrained) as one `type` list."""
+    if not isinstance(options, list) or not options:
+        return None
+    if not all(isinstance(o, dict) and isinstance(o.get("type"), str) for o in options):
+        return None
+    constrained = [o for o in options if set(o) != {"type"}]
+    if len(constrained) > 1 or any(set(o) - {"type"} - _TYPE_SPECIFIC for o in constrained):
+        return None
+    types = [o["type"] for o in options]
+    if "number" in types and "integer" in types:  # an integer is a number already
+        types.remove("integer")
+    return {
+        **(constrained[0] if constrained else {}),
+        "type": types if len(types) > 1 else types[0],
+    }
+
+
+def one_of(kinds: str) -> WrapValidator:
+    """For a union of scalar types (`Annotated[str | float, one_of("a string or a number")]`):
+    one error naming what is accepted, instead of pydantic's one error per member."""
+
+    def check(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        try:
+            return handler(value)
+        except ValidationError:
+            raise PydanticCustomError(
+                "union_type", "Input should be {kinds}", {"kinds": kinds}
+            ) from None
+
+    return WrapValidator(check)
+
+
+def describe_errors(
+    exc: ValidationError, *, allowed: list[str] | None = None, limit: int = 3
+) -> str:
+    """A readable summary naming each bad field (`rows[3][0]: Input should be a valid
+    string`); `allowed`: the top-level argument names, listed when an unknown one is given."""
+    parts: list[str] = []
+    errors = exc.errors(include_url=False)
+    for error in errors[:limit]:
+        where = _location(error["loc"])
+        message = str(error["msg"])
+        if error["type"] == "extra_forbidden":
+            message = "is not allowed here"
+            if allowed is not None and len(error["loc"]) == 1:
+                message = f"is not an argument of this tool (its arguments: {', '.join(allowed)})"
+        elif error["type"] == "missing":
+            message = "is required"
+        parts.append(f"{where}: {message}")
+    if len(errors) > limit:
+        parts.append(f"and {len(errors) - limit} more")
+    return "; ".join(parts)
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    where = ""
+    for part in loc:
+        where += f"[{part}]" if isinstance(part, int) else (f".{part}" if where else str(part))
+    return where or "arguments"
 
 
 def truncate(text: str, limit: int) -> str:
@@ -118,73 +263,3 @@ def strip_invisible(text: str, keep: str = "\n\t") -> str:
     return "".join(
         ch for ch in text if ch in keep or unicodedata.category(ch) not in ("Cc", "Cf", "Cs", "Co")
     )
-
-
-_TYPES: dict[str, tuple[type, ...]] = {
-    "object": (dict,),
-    "array": (list,),
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "null": (type(None),),
-}
-
-
-def validate(schema: dict[str, Any], value: Any, where: str) -> str | None:
-    """Check `value` against the JSON-schema subset the tools use; the first problem, or None.
-
-    Supported: type (one or a list), enum, properties/required/additionalProperties,
-    items/minItems/maxItems, minLength/maxLength, minimum/maximum.
-    """
-    types = schema.get("type")
-    if types is not None:
-        names = [types] if isinstance(types, str) else list(types)
-        # bool is an int in Python; JSON does not agree.
-        if not any(
-            isinstance(value, _TYPES[t]) and not (isinstance(value, bool) and t != "boolean")
-            for t in names
-        ):
-            return f"{where} must be {' or '.join(names)}, got {_json_type(value)}"
-    if "enum" in schema and value not in schema["enum"]:
-        return f"{where} must be one of {schema['enum']}, got {value!r}"
-    if isinstance(value, str):
-        if len(value) < schema.get("minLength", 0):
-            return f"{where} must have at least {schema['minLength']} characters"
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            return f"{where} must have at most {schema['maxLength']} characters"
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            return f"{where} must be >= {schema['minimum']}"
-        if "maximum" in schema and value > schema["maximum"]:
-            return f"{where} must be <= {schema['maximum']}"
-    if isinstance(value, list):
-        if len(value) < schema.get("minItems", 0):
-            return f"{where} must have at least {schema['minItems']} items"
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            return f"{where} must have at most {schema['maxItems']} items"
-        if "items" in schema:
-            for i, item in enumerate(value):
-                problem = validate(schema["items"], item, f"{where}[{i}]")
-                if problem is not None:
-                    return problem
-    if isinstance(value, dict):
-        props: dict[str, Any] = schema.get("properties", {})
-        for key in schema.get("required", []):
-            if key not in value:
-                return f"{where} is missing required '{key}'"
-        for key, item in value.items():
-            if key in props:
-                problem = validate(props[key], item, f"{where}.{key}")
-                if problem is not None:
-                    return problem
-            elif schema.get("additionalProperties", True) is False:
-                return f"{where} has unknown '{key}' (allowed: {', '.join(sorted(props))})"
-    return None
-
-
-def _json_type(value: Any) -> str:
-    for name, types in _TYPES.items():
-        if isinstance(value, types) and not (isinstance(value, bool) and name != "boolean"):
-            return name
-    return type(value).__name__

@@ -8,9 +8,11 @@ the chat loop forwards over the data channel. The page renders the payload as te
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Annotated, ClassVar, Literal, get_args
 
-from annie_voice.tools.base import Tool, ToolResult
+from pydantic import Field
+
+from annie_voice.tools.base import Tool, ToolArguments, ToolResult, one_of
 
 MAX_TABLE_COLUMNS = 12
 MAX_TABLE_ROWS = 200
@@ -18,10 +20,14 @@ MAX_CELL_CHARS = 500
 MAX_TITLE_CHARS = 200
 MAX_CHART_POINTS = 200
 MAX_CHART_SERIES = 8
-CHART_TYPES = ("bar", "line", "pie", "scatter")
+ChartType = Literal["bar", "line", "pie", "scatter"]
+CHART_TYPES: tuple[str, ...] = get_args(ChartType)
 
-_CELL: dict[str, Any] = {"type": ["string", "number", "boolean", "null"]}
-_TITLE: dict[str, Any] = {"type": "string", "maxLength": MAX_TITLE_CHARS}
+# A table cell is any JSON scalar; its length is checked by the tool (a readable error).
+Cell = Annotated[str | int | float | bool | None, one_of("a string, number, boolean or null")]
+Title = Annotated[str, Field(max_length=MAX_TITLE_CHARS)]
+Label = Annotated[str | int | float, one_of("a string or a number")]
+Number = Annotated[int | float, one_of("a number")]  # ints stay ints in the page's payload
 
 
 class RenderTableTool(Tool):
@@ -31,29 +37,19 @@ class RenderTableTool(Tool):
         "cells, one per column). Use for comparisons and lists with several attributes; "
         f"at most {MAX_TABLE_COLUMNS} columns and {MAX_TABLE_ROWS} rows."
     )
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {
-            "title": _TITLE,
-            "columns": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": MAX_TABLE_COLUMNS,
-                "items": {"type": "string", "minLength": 1, "maxLength": MAX_TITLE_CHARS},
-            },
-            "rows": {
-                "type": "array",
-                "maxItems": MAX_TABLE_ROWS,
-                "items": {"type": "array", "maxItems": MAX_TABLE_COLUMNS, "items": _CELL},
-            },
-        },
-        "required": ["columns", "rows"],
-        "additionalProperties": False,
-    }
 
-    async def _run(self, args: dict[str, Any]) -> ToolResult:
-        columns: list[str] = args["columns"]
-        rows: list[list[Any]] = args["rows"]
+    class Arguments(ToolArguments):
+        title: Title = ""
+        columns: list[Annotated[str, Field(min_length=1, max_length=MAX_TITLE_CHARS)]] = Field(
+            min_length=1, max_length=MAX_TABLE_COLUMNS
+        )
+        rows: list[Annotated[list[Cell], Field(max_length=MAX_TABLE_COLUMNS)]] = Field(
+            max_length=MAX_TABLE_ROWS
+        )
+
+    async def _run(self, args: Arguments) -> ToolResult:
+        columns = list(args.columns)
+        rows = [list(row) for row in args.rows]
         for i, row in enumerate(rows):
             if len(row) != len(columns):
                 return ToolResult.failure(
@@ -67,13 +63,20 @@ class RenderTableTool(Tool):
                     return ToolResult.failure(
                         f"render_table: rows[{i}][{j}] is longer than {MAX_CELL_CHARS} characters"
                     )
-        title = args.get("title") or ""
+        title = args.title
         data = {"kind": "table", "title": title, "columns": columns, "rows": rows}
         shown = f'table "{title}"' if title else "table"
         return ToolResult.success(
             f"Showed a {shown} with {len(rows)} rows and columns: {', '.join(columns)}.",
             data=data,
         )
+
+
+class Series(ToolArguments):
+    """One series of a chart: a name and one number per label."""
+
+    name: Title
+    values: list[Number] = Field(max_length=MAX_CHART_POINTS)
 
 
 class RenderChartTool(Tool):
@@ -84,46 +87,19 @@ class RenderChartTool(Tool):
         "(scatter: labels are the x values as text, values the y values). A pie takes exactly "
         "one series."
     )
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {
-            "type": {"type": "string", "enum": list(CHART_TYPES)},
-            "title": _TITLE,
-            "x_label": _TITLE,
-            "y_label": _TITLE,
-            "labels": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": MAX_CHART_POINTS,
-                "items": {"type": ["string", "number"]},
-            },
-            "series": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": MAX_CHART_SERIES,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "name": {"type": "string", "maxLength": MAX_TITLE_CHARS},
-                        "values": {
-                            "type": "array",
-                            "maxItems": MAX_CHART_POINTS,
-                            "items": {"type": "number"},
-                        },
-                    },
-                    "required": ["name", "values"],
-                    "additionalProperties": False,
-                },
-            },
-        },
-        "required": ["type", "labels", "series"],
-        "additionalProperties": False,
-    }
 
-    async def _run(self, args: dict[str, Any]) -> ToolResult:
-        chart_type: str = args["type"]
-        labels = [_label(x) for x in args["labels"]]
-        series: list[dict[str, Any]] = args["series"]
+    class Arguments(ToolArguments):
+        type: ChartType
+        title: Title = ""
+        x_label: Title = ""
+        y_label: Title = ""
+        labels: list[Label] = Field(min_length=1, max_length=MAX_CHART_POINTS)
+        series: list[Series] = Field(min_length=1, max_length=MAX_CHART_SERIES)
+
+    async def _run(self, args: Arguments) -> ToolResult:
+        chart_type = args.type
+        labels = [_label(x) for x in args.labels]
+        series = [{"name": s.name, "values": list(s.values)} for s in args.series]
         if any(len(label) > MAX_TITLE_CHARS for label in labels):
             return ToolResult.failure(
                 f"render_chart: labels must be at most {MAX_TITLE_CHARS} characters"
@@ -141,13 +117,13 @@ class RenderChartTool(Tool):
                 return ToolResult.failure("render_chart: a pie chart takes exactly one series")
             if any(v < 0 for v in series[0]["values"]):
                 return ToolResult.failure("render_chart: pie values must not be negative")
-        title = args.get("title") or ""
+        title = args.title
         data = {
             "kind": "chart",
             "type": chart_type,
             "title": title,
-            "x_label": args.get("x_label") or "",
-            "y_label": args.get("y_label") or "",
+            "x_label": args.x_label,
+            "y_label": args.y_label,
             "labels": labels,
             "series": [{"name": s["name"], "values": s["values"]} for s in series],
         }

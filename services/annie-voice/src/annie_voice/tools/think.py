@@ -6,9 +6,11 @@ logged (at debug) for the operator but never spoken, shown on the client page or
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from annie_voice.tools.base import Tool, ToolResult
+from pydantic import Field
+
+from annie_voice.tools.base import Tool, ToolArguments, ToolResult
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
@@ -21,16 +23,11 @@ class ThinkTool(Tool):
         "not shown or spoken to the user and changes nothing; use it to plan, check facts "
         "against earlier tool results, or decide what to do next."
     )
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {
-            "thought": {"type": "string", "minLength": 1, "maxLength": 8_000},
-        },
-        "required": ["thought"],
-        "additionalProperties": False,
-    }
 
-    async def _run(self, args: dict[str, Any]) -> ToolResult:
-        thought: str = args["thought"]
+    class Arguments(ToolArguments):
+        thought: str = Field(min_length=1, max_length=8_000)
+
+    async def _run(self, args: Arguments) -> ToolResult:
+        thought = args.thought
         log.debug("think", chars=len(thought))
         return ToolResult.success(f"Thought noted: {thought}")
