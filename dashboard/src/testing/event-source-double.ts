@@ -1,13 +1,18 @@
 // A test double of EventSource (imported by *.test.ts only): the test drives it, opening,
 // sending messages and failing, and checks what the LiveSource did with them.
-import type { EventSourceLike } from '../source';
+import type { EventSourceLike, StreamRequest } from '../source';
 
 export class EventSourceDouble implements EventSourceLike {
   static opened: EventSourceDouble[] = [];
   private readonly listeners = new Map<string, Array<(event: Event) => void>>();
   closed = false;
 
-  constructor(readonly url: string) {
+  readonly url: string;
+  readonly headers: Record<string, string>;
+
+  constructor(request: StreamRequest) {
+    this.url = request.url;
+    this.headers = request.headers;
     EventSourceDouble.opened.push(this);
   }
 

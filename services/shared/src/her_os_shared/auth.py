@@ -13,9 +13,13 @@ from fastapi import HTTPException, Request, status
 from pydantic import SecretStr
 
 TOKEN_HEADER = "X-Internal-Token"  # noqa: S105 (a header name, not a secret)
-# The query parameter a route may also take the token from, for clients that cannot set
-# headers (a browser's EventSource). Query strings reach access logs: logging.py redacts it.
+# The query parameters a route may also take the token from, for clients that cannot set
+# headers (a browser's EventSource): `token`, and `x_internal_token` as the design's API
+# reference writes it. Query strings reach access logs: logging.py redacts both (its
+# REDACTED_PARAMS), and the dashboard sends the header instead.
 TOKEN_QUERY = "token"  # noqa: S105 (a parameter name, not a secret)
+TOKEN_QUERY_DESIGN = "x_internal_token"  # noqa: S105 (a parameter name, not a secret)
+TOKEN_QUERY_PARAMS = (TOKEN_QUERY, TOKEN_QUERY_DESIGN)
 MIN_TOKEN_CHARS = 16
 
 
@@ -57,7 +61,8 @@ def require_token(
     allow_query: bool = False,
 ) -> Callable[[Request], Awaitable[None]]:
     """A FastAPI dependency enforcing the token. `expected=None` means insecure dev mode.
-    `allow_query`: a request without the header may give the token as `?token=` instead."""
+    `allow_query`: a request without the header may give the token as `?token=` or
+    `?x_internal_token=` instead (the header, when present, is the one that counts)."""
     where = f"{TOKEN_HEADER} header" + (f" or {TOKEN_QUERY} parameter" if allow_query else "")
 
     async def dependency(request: Request) -> None:
@@ -65,7 +70,10 @@ def require_token(
             return
         provided = request.headers.get(TOKEN_HEADER)
         if provided is None and allow_query:
-            provided = request.query_params.get(TOKEN_QUERY)
+            for name in TOKEN_QUERY_PARAMS:
+                provided = request.query_params.get(name)
+                if provided is not None:
+                    break
         if token_matches(provided, expected.get_secret_value()):
             return
         reason = "missing" if provided is None else "invalid"

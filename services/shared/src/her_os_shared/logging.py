@@ -10,6 +10,7 @@ import logging
 import re
 import sys
 from typing import Any
+from urllib.parse import unquote_plus
 
 import structlog
 
@@ -22,22 +23,57 @@ _SHARED: list[Any] = [
 ]
 
 
-# `token=...` in a query string (the auth rule's TOKEN_QUERY, webhook tokens): never logged.
-_TOKEN_IN_QUERY = re.compile(r"([?&](?:token|access_token)=)[^&\s\"]*", re.IGNORECASE)
+# Query parameters that carry a secret, whatever their case or percent-encoding: the auth
+# rule's token parameters (`token`, the design's `x_internal_token`; auth.TOKEN_QUERY_PARAMS),
+# the audio pipeline's webhook `token`, and OAuth's `access_token`. A client that writes the
+# header's name (`X-Internal-Token`) as a parameter is covered too.
+REDACTED_PARAMS = frozenset({"token", "x_internal_token", "access_token"})
+# One `name=value` of a query string, wherever it appears in a line (an access log's request
+# line, httpx's "HTTP Request: GET <url>", a traceback). The value stops where a query value
+# cannot go on: `&`, a second `?` (old webhook clients append one), whitespace, a quote, or
+# the backslash of a JSON-escaped quote.
+_QUERY_PAIR = re.compile(r"(?<=[?&])([^=&?\s\"\\]+)=([^&?\s\"\\]*)")
+
+
+def _is_secret(name: str) -> bool:
+    # Decoded as Starlette decodes it: `?%74oken=` is `token` to the route, so to us.
+    return unquote_plus(name).strip().lower().replace("-", "_") in REDACTED_PARAMS
 
 
 def redact_query_tokens(text: str) -> str:
     """`/v1/events/stream?token=abc&x=1` → `/v1/events/stream?token=[redacted]&x=1`."""
-    return _TOKEN_IN_QUERY.sub(r"\1[redacted]", text)
+    return _QUERY_PAIR.sub(
+        lambda m: f"{m.group(1)}=[redacted]" if _is_secret(m.group(1)) else m.group(0), text
+    )
+
+
+# The API's routes: their query strings are private as a whole (a `/v1/context?query=` is the
+# owner's own question), not only their tokens.
+_PRIVATE_PATH = "/v1/"
+
+
+def redact_access_path(path: str) -> str:
+    """`/v1/context?query=where+is+Priya&token=…` → `/v1/context?[redacted]`; other paths keep
+    their query with its tokens redacted (`/webhook/transcript?token=[redacted]&uid=d1`)."""
+    route, mark, _query = path.partition("?")
+    if mark and route.startswith(_PRIVATE_PATH):
+        return f"{route}?[redacted]"
+    return redact_query_tokens(path)
 
 
 class RedactQueryTokens(logging.Filter):
-    """uvicorn's access log prints the path with its query string: redact tokens in it."""
+    """uvicorn's access log prints the path with its query string: on `/v1/` the whole query
+    goes, elsewhere the tokens in it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple):
             record.args = tuple(
-                redact_query_tokens(a) if isinstance(a, str) else a for a in record.args
+                redact_access_path(a)
+                if isinstance(a, str) and a.startswith("/")
+                else redact_query_tokens(a)
+                if isinstance(a, str)
+                else a
+                for a in record.args
             )
         if isinstance(record.msg, str):
             record.msg = redact_query_tokens(record.msg)

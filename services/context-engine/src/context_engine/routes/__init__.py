@@ -31,8 +31,9 @@ def api_router(token: SecretStr | None, on_auth_failure: AuthFailureHook) -> API
         events, forget, check,
     ):  # fmt: skip
         headers.include_router(module.router)
-    # A browser's EventSource cannot set headers: the live stream also takes `?token=`
-    # (compared in constant time; her_os_shared.logging keeps it out of the access log).
+    # A browser's EventSource cannot set headers: the live stream also takes `?token=` or
+    # `?x_internal_token=` (compared in constant time; her_os_shared.logging keeps both out
+    # of the logs).
     query = APIRouter(
         dependencies=[Depends(require_token(token, on_auth_failure, allow_query=True))]
     )

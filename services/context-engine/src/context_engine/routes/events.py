@@ -1,8 +1,9 @@
 """The chronicler's routes (chronicler.py does the work): `POST /v1/events/emit`,
 `GET /v1/events` and the live stream `GET /v1/events/stream`.
 
-The stream is on its own router (`stream_router`): it also takes the token as `?token=`,
-because a browser's EventSource cannot set headers (routes/__init__.py)."""
+The stream is on its own router (`stream_router`): it also takes the token as `?token=` or
+`?x_internal_token=` (the design's spelling), because a browser's EventSource cannot set
+headers (routes/__init__.py). Our dashboard sends the header; the access log redacts both."""
 
 from __future__ import annotations
 
@@ -134,6 +135,9 @@ async def stream_events(
         str | None,
         Query(description="the internal token, for clients that cannot set headers"),
     ] = None,  # checked by the router's token dependency; declared here for the docs
+    x_internal_token: Annotated[
+        str | None, Query(description="as `token` (the design's name for it)")
+    ] = None,  # likewise
 ) -> EventSourceResponse:
     flt = _filter(creature, service)
     settings = runtime.settings
