@@ -2,9 +2,9 @@
 
 - Against the real stack: a context engine (real PostgreSQL) holding an ingested
   conversation, Annie (`annie_voice.app`, offline responder: no LLM) under uvicorn, the page
-  loaded with `?token=`. A typed question streams an answer that says the remembered fact
-  and names its source, and the page lists the memory it used (Annie's `memories` event); a
-  follow-up goes to the same chat session.
+  loaded with `#token=` (no request carries it in its URL). A typed question streams an
+  answer that says the remembered fact and names its source, and the page lists the memory
+  it used (Annie's `memories` event); a follow-up goes to the same chat session.
 - Against a scripted chat stream (`ChatStreamDouble`, serving Annie's real page): what the
   page does with each kind of frame — text arriving while the stream is still open (send
   disabled meanwhile), a list of memories used (untrusted text, shown as text), the design's
@@ -127,7 +127,9 @@ async def test_a_typed_question_streams_an_answer_from_memory_in_chromium(
             page = await browser.new_page()
             chat_requests: list[Any] = []
             page.on("request", lambda r: chat_requests.append(r) if "/v1/chat" in r.url else None)
-            await page.goto(f"{url}/?token={ANNIE_TOKEN}")
+            sent: list[str] = []
+            page.on("request", lambda r: sent.append(r.url))
+            await page.goto(f"{url}/#token={ANNIE_TOKEN}")  # a fragment: never sent
             assert ANNIE_TOKEN not in page.url  # taken into localStorage, dropped from the bar
 
             first = await _ask(page, QUESTION)
@@ -160,6 +162,7 @@ async def test_a_typed_question_streams_an_answer_from_memory_in_chromium(
     assert held["sessions"][0]["briefed"] is True, held
 
     assert len(chat_requests) == 2
+    assert sent and not any(ANNIE_TOKEN in u for u in sent), sent  # the token in no URL
     for request in chat_requests:
         assert request.method == "POST" and ANNIE_TOKEN not in request.url
         assert request.headers.get("x-internal-token") == ANNIE_TOKEN
