@@ -7,8 +7,8 @@ memory, nothing else. It is never the product: the browser tests run the real en
 Routes: GET /health; GET /v1/events/stream (SSE: the last 50 events as catch-up, then live,
 a keepalive comment every 15 s; token by ?token= or X-Internal-Token); GET /v1/events
 (since, until, creature, service, session_id, event_type, limit <= 1000, offset; oldest
-first); POST /v1/events/emit {"events": [...]}; GET /v1/tiers/stats (phoenix metric events
-with data.changes move the counts).
+first); POST /v1/events/emit {"events": [...]}; GET /v1/tiers/stats (the consolidation creature's
+metric events with data.changes move the counts).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from fastapi import FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
+from her_os_shared.creatures import CreatureName
 from her_os_shared.events import ObservabilityEvent
 
 CATCHUP = 50
@@ -65,7 +66,9 @@ def create_double(token: str, ring_size: int = 10_000) -> FastAPI:
             try:
                 yield ": connected\n\n"
                 for event in backlog:
-                    yield f"event: catchup\ndata: {event.model_dump_json()}\n\n"
+                    # as the engine sends it: a plain message marked in its JSON
+                    marked = event.model_dump_json()[:-1] + ',"catchup":true}'
+                    yield f"id: {event.event_id}\ndata: {marked}\n\n"
                 while not await request.is_disconnected():
                     try:
                         event = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
@@ -114,9 +117,12 @@ def create_double(token: str, ring_size: int = 10_000) -> FastAPI:
         }
 
     @app.post("/v1/events/emit")
-    async def emit(body: dict[str, Any], x_internal_token: str | None = Header(None)) -> dict:
+    async def emit(
+        body: dict[str, Any] | list[Any], x_internal_token: str | None = Header(None)
+    ) -> dict:
         check(x_internal_token)
-        items = body.get("events")
+        # a bare array (the design's form) or {"events": [...]}
+        items = body if isinstance(body, list) else body.get("events")
         if not isinstance(items, list):
             raise HTTPException(422, "events must be a list")
         accepted, rejected = 0, []
@@ -128,7 +134,7 @@ def create_double(token: str, ring_size: int = 10_000) -> FastAPI:
                 continue
             accepted += 1
             ring.append(event)
-            if event.creature == "phoenix" and event.event_type == "metric":
+            if event.creature == CreatureName.SALMON and event.event_type == "metric":
                 for change in event.data.get("changes") or []:
                     if not isinstance(change, dict):
                         continue
@@ -150,7 +156,8 @@ def create_double(token: str, ring_size: int = 10_000) -> FastAPI:
                         )
             for queue in subscribers:
                 queue.put_nowait(event)
-        return {"accepted": accepted, "rejected": rejected, "total": len(items)}
+        return {"accepted": accepted, "rejected": len(rejected), "errors": rejected,
+                "total": len(items)}  # fmt: skip
 
     @app.post("/_double/tiers")
     async def set_tiers(body: dict[str, int], x_internal_token: str | None = Header(None)) -> dict:

@@ -324,35 +324,35 @@ def test_emitted_events_change_the_right_creatures_and_catch_up_does_not_animate
     old_row = page.locator(f'#event-list [data-event-id="{old["event_id"]}"]')
     expect(old_row).to_have_attribute("data-animated", "false", timeout=WAIT_MS)
     expect(creature(page, "cerberus")).to_have_attribute("data-state", "idle")
-    expect(creature(page, "dolphin")).to_have_attribute("data-state", "idle")
-    assert not page.evaluate(RED_AT_BODY, "dolphin")
+    expect(creature(page, "hydra")).to_have_attribute("data-state", "idle")
+    assert not page.evaluate(RED_AT_BODY, "hydra")
 
-    engine.emit(event("jellyfish", "start", data={"clip_s": 4.2}))
-    expect(creature(page, "jellyfish")).to_have_attribute("data-state", "active", timeout=WAIT_MS)
+    engine.emit(event("siren", "start", data={"clip_s": 4.2}))
+    expect(creature(page, "siren")).to_have_attribute("data-state", "active", timeout=WAIT_MS)
     failed = event(
-        "dolphin",
+        "hydra",
         "error",
         data={"error": "emotion model failed on segment 7"},
         reasoning="the browser test made it fail",
     )
     engine.emit(failed)
-    expect(creature(page, "dolphin")).to_have_attribute("data-state", "error", timeout=WAIT_MS)
-    page.wait_for_function(RED_AT_BODY, arg="dolphin", timeout=WAIT_MS)
+    expect(creature(page, "hydra")).to_have_attribute("data-state", "error", timeout=WAIT_MS)
+    page.wait_for_function(RED_AT_BODY, arg="hydra", timeout=WAIT_MS)
     shot(page, "live-active-and-error")
 
-    engine.emit(event("jellyfish", "complete", data={"words": 31}))
-    expect(creature(page, "jellyfish")).to_have_attribute("data-state", "idle", timeout=WAIT_MS)
-    expect(creature(page, "dolphin")).to_have_attribute("data-state", "error")
+    engine.emit(event("siren", "complete", data={"words": 31}))
+    expect(creature(page, "siren")).to_have_attribute("data-state", "idle", timeout=WAIT_MS)
+    expect(creature(page, "hydra")).to_have_attribute("data-state", "error")
     in_error = page.locator('#creature-states [data-state="error"]').evaluate_all(
         "els => els.map(e => e.dataset.creature)"
     )
     # basilisk records the engine's refused requests (another test sends a wrong token).
-    assert [name for name in in_error if name != "basilisk"] == ["dolphin"]
+    assert [name for name in in_error if name != "basilisk"] == ["hydra"]
 
     # The memory zone: counts from /v1/tiers/stats through the proxy, and a live tier change.
     expect(page.locator("#memory-tiers")).to_have_attribute("data-loaded", "true")
     engine.emit(
-        event("phoenix", "metric", data={"run_id": 5, "changes": [ASHA_MOVES_DOWN]}),
+        event("salmon", "metric", data={"run_id": 5, "changes": [ASHA_MOVES_DOWN]}),
     )
     moved = page.locator('#memory-moves [data-entity="Asha"]')
     expect(moved).to_have_attribute("data-animated", "true", timeout=WAIT_MS)
@@ -386,15 +386,15 @@ def test_time_machine_replays_a_stored_range(page: Any, aquarium: Aquarium, engi
     story = [
         event("seahorse", "start", at=base),
         event("seahorse", "complete", at=base + timedelta(seconds=1)),
-        event("anglerfish", "start", at=base + timedelta(seconds=2)),
+        event("kraken", "start", at=base + timedelta(seconds=2)),
         event(
-            "phoenix",
+            "salmon",
             "metric",
             at=base + timedelta(seconds=3),
             data={"run_id": 41, "changes": [PRIYA_MOVES_UP]},
         ),
-        event("kraken", "start", at=base + timedelta(seconds=4)),
-        event("kraken", "error", at=base + timedelta(seconds=5), reasoning="graph timed out"),
+        event("squid", "start", at=base + timedelta(seconds=4)),
+        event("squid", "error", at=base + timedelta(seconds=5), reasoning="graph timed out"),
     ]
     engine.emit(*story)
     since, until = base - timedelta(seconds=2), base + timedelta(seconds=10)
@@ -421,8 +421,8 @@ def test_time_machine_replays_a_stored_range(page: Any, aquarium: Aquarium, engi
     assert set(rows.evaluate_all("els => els.map(e => e.dataset.origin)")) == {"replay"}
     assert set(rows.evaluate_all("els => els.map(e => e.dataset.animated)")) == {"true"}
     # The states at the end of the range, on the replay's clock.
-    expect(creature(page, "kraken")).to_have_attribute("data-state", "error")
-    expect(creature(page, "anglerfish")).to_have_attribute("data-state", "active")
+    expect(creature(page, "squid")).to_have_attribute("data-state", "error")
+    expect(creature(page, "kraken")).to_have_attribute("data-state", "active")
     expect(creature(page, "seahorse")).to_have_attribute("data-state", "idle")
     move = page.locator('#memory-moves [data-entity="Priya"]')
     expect(move).to_have_attribute("data-from", "L0")
@@ -452,8 +452,8 @@ def test_the_page_reconnects_after_the_engine_restarts(
         "data-connection", "live", timeout=WAIT_MS
     )
     expect(page.locator("#demo-banner")).to_be_hidden()
-    engine.emit(event("otter", "start", data={"tool": "search"}))
-    expect(creature(page, "otter")).to_have_attribute("data-state", "active", timeout=WAIT_MS)
+    engine.emit(event("chimera", "start", data={"tool": "web_search"}))
+    expect(creature(page, "chimera")).to_have_attribute("data-state", "active", timeout=WAIT_MS)
     shot(page, "reconnected")
 
 

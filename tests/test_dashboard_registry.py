@@ -1,4 +1,4 @@
-"""The dashboard's generated creature JSON must match the Python registry."""
+"""The dashboard's generated creature files must match the Python registry."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from her_os_shared.creatures import CREATURES, Zone
+from her_os_shared.creatures import CREATURES, CreatureName, Origin, Zone
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "export_creatures.py"
 
@@ -41,15 +41,25 @@ def test_generated_json_equals_registry():
             "zone": c.zone.value,
             "service": c.service.value,
             "process": c.process,
+            "origin": c.origin.value,
             "description": c.description,
         }
 
 
-def test_twenty_seven_creatures_in_three_zones():
+def test_the_designs_27_and_the_projects_own_in_three_zones():
     records = json.loads(exporter.DEFAULT_OUTPUT.read_text(encoding="utf-8"))
-    assert len(records) == 27
+    assert len(records) == len(CREATURES)
+    assert sum(r["origin"] == Origin.DESIGN for r in records) == 27
+    assert {r["origin"] for r in records} == {o.value for o in Origin}
     assert {r["zone"] for r in records} == {z.value for z in Zone}
     assert len(Zone) == 3
+
+
+def test_generated_names_are_the_enum():
+    names = exporter.DEFAULT_OUTPUT.with_name(exporter.NAMES_FILE).read_text(encoding="utf-8")
+    for member in CreatureName:
+        assert f"  {member.name}: '{member.value}',\n" in names
+    assert names.count("',\n") == len(CreatureName)
 
 
 def test_order_is_zone_flow_then_name():

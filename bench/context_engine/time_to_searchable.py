@@ -44,6 +44,7 @@ from rich.table import Table
 from sqlalchemy import text
 
 from context_engine.config import Settings
+from her_os_shared.creatures import CreatureName
 from her_os_shared.jsonl import append_records
 from her_os_shared.transcript import Segment, TranscriptPayload
 
@@ -218,7 +219,8 @@ async def run(
 
 async def ingest_timeline(url: str, results: list[Append]) -> list[tuple[float, float] | None]:
     """For each append: (append → ingestion start, ingestion duration) in s, from the engine's
-    own octopus start/complete events (recorded in observability_events)."""
+    own ingestion start/complete events (the ingest-pipeline creature, recorded in
+    observability_events)."""
     engine = make_engine(url, 1)
     try:
         async with engine.connect() as conn:
@@ -227,10 +229,11 @@ async def ingest_timeline(url: str, results: list[Append]) -> list[tuple[float, 
                     text(
                         """
                         SELECT session_id, event_type, timestamp FROM observability_events
-                        WHERE creature = 'octopus' AND event_type IN ('start', 'complete')
+                        WHERE creature = :creature AND event_type IN ('start', 'complete')
                         ORDER BY timestamp
                         """
-                    )
+                    ),
+                    {"creature": CreatureName.OUROBOROS.value},
                 )
             ).all()
     finally:
@@ -316,7 +319,7 @@ def main(
     row("append → searchable", lat, bold=True)
     row("  append_records (write + fsync)", writes)
     row("  append → ingestion starts (debounce)", waits)
-    row("  ingestion (octopus start → complete)", ingests)
+    row("  ingestion (ouroboros start → complete)", ingests)
     console.print(table)
     p95 = percentile(lat, 95)
     summary = Table(show_header=False)

@@ -37,6 +37,8 @@ import typer
 from rich.table import Table
 from sqlalchemy import text
 
+from her_os_shared.creatures import CREATURES, CreatureName
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "context_engine"))
 from common import (
     TOKEN,
@@ -55,7 +57,8 @@ from common import (
 )
 
 TARGET_P99_MS = 200.0
-CREATURE = ("otter", "annie-voice", "tools", "acting")  # as annie-voice would post
+_TOOLS = CREATURES[CreatureName.GRIFFIN]  # as annie-voice would post a tool call
+CREATURE = (_TOOLS.name.value, _TOOLS.service.value, _TOOLS.process, _TOOLS.zone.value)
 _TS = re.compile(rb'"timestamp":"([^"]+)"')
 
 
@@ -120,7 +123,8 @@ def _frame(frame: bytes, now: float, result: SubResult) -> str | None:
         return None
     if event_id is None or data is None:
         return None  # a comment (connected, keepalive) or the retry line
-    if kind == b"catchup":
+    # catch-up: plain messages marked in their JSON (older engines: `event: catchup`)
+    if kind == b"catchup" or b'"catchup":true' in data.replace(b" ", b""):
         result.catchup += 1
         return event_id
     if event_id in result.received:

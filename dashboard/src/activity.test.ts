@@ -54,21 +54,21 @@ describe('Activity: creature states', () => {
   it('rings last PULSE_MS of the real clock, which may differ from the scene clock', () => {
     const a = new Activity(CREATURES);
     const real = 5_000;
-    a.apply(makeEvent({ creature: 'otter', type: 'metric', ts: NOW }), NOW, real);
-    expect(a.pulse('otter', real)).toEqual({ t: 0, type: 'metric' });
-    expect(a.pulse('otter', real + PULSE_MS / 2)?.t).toBeCloseTo(0.5);
-    expect(a.pulse('otter', real + PULSE_MS)).toBeNull();
+    a.apply(makeEvent({ creature: 'griffin', type: 'metric', ts: NOW }), NOW, real);
+    expect(a.pulse('griffin', real)).toEqual({ t: 0, type: 'metric' });
+    expect(a.pulse('griffin', real + PULSE_MS / 2)?.t).toBeCloseTo(0.5);
+    expect(a.pulse('griffin', real + PULSE_MS)).toBeNull();
   });
 
   it('keeps a short trail: recent events only, newest last, at most TRAIL_LEN', () => {
     const a = new Activity(CREATURES);
-    a.apply(makeEvent({ creature: 'whale', ts: NOW - TRAIL_MS - 1 }), NOW); // too old for the trail
-    for (let i = 0; i < TRAIL_LEN + 2; i++) a.apply(makeEvent({ creature: 'whale', type: 'metric', ts: NOW - 10_000 + i }), NOW);
-    const trail = a.trail('whale', NOW);
+    a.apply(makeEvent({ creature: 'phoenix', ts: NOW - TRAIL_MS - 1 }), NOW); // too old for the trail
+    for (let i = 0; i < TRAIL_LEN + 2; i++) a.apply(makeEvent({ creature: 'phoenix', type: 'metric', ts: NOW - 10_000 + i }), NOW);
+    const trail = a.trail('phoenix', NOW);
     expect(trail).toHaveLength(TRAIL_LEN);
     expect(trail.map((d) => d.ts)).toEqual([...trail.map((d) => d.ts)].sort((x, y) => x - y));
     expect(trail.at(-1)?.ts).toBe(NOW - 10_000 + TRAIL_LEN + 1);
-    expect(a.trail('whale', NOW + TRAIL_MS)).toEqual([]);
+    expect(a.trail('phoenix', NOW + TRAIL_MS)).toEqual([]);
   });
 
   it('reset forgets everything; unknown creatures are ignored', () => {

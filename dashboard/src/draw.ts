@@ -2,7 +2,7 @@
 // an event that just animated it, and the trail of its recent activity. Everything stays
 // within the placement's circle (radius r), so layout.ts's no-overlap guarantee holds.
 import type { CreatureState, TrailDot } from './activity';
-import type { Zone } from './creatures';
+import { CREATURE, type Zone } from './creatures';
 import type { EventType } from './events';
 import { hash01, type Placement } from './layout';
 
@@ -22,25 +22,29 @@ export const EVENT_COLOUR: Record<EventType, string> = {
   metric: '#7cc8ff',
 };
 
-type Shape = 'fish' | 'jelly' | 'tentacles' | 'star' | 'shell' | 'serpent';
+type Shape = 'fish' | 'jelly' | 'tentacles' | 'star' | 'shell' | 'coil';
 
-const SHAPES: Record<string, Shape> = {
-  jellyfish: 'jelly',
-  octopus: 'tentacles',
-  kraken: 'tentacles',
-  starfish: 'star',
-  coral: 'star',
-  crab: 'shell',
-  turtle: 'shell',
-  nautilus: 'shell',
-  ouroboros: 'serpent',
-  leviathan: 'serpent',
-  hydra: 'serpent',
-  basilisk: 'serpent',
-};
+const SHAPES: ReadonlyMap<string, Shape> = new Map<string, Shape>([
+  [CREATURE.JELLYFISH, 'jelly'],
+  [CREATURE.NYMPH, 'jelly'],
+  [CREATURE.KRAKEN, 'tentacles'],
+  [CREATURE.SQUID, 'tentacles'],
+  [CREATURE.CUTTLEFISH, 'tentacles'],
+  [CREATURE.STARFISH, 'star'],
+  [CREATURE.CORAL, 'star'],
+  [CREATURE.OWL, 'shell'],
+  [CREATURE.DRAGON, 'shell'],
+  [CREATURE.SEA_CUCUMBER, 'shell'],
+  [CREATURE.OUROBOROS, 'coil'],
+  [CREATURE.LEVIATHAN, 'coil'],
+  [CREATURE.HYDRA, 'coil'],
+  [CREATURE.BASILISK, 'coil'],
+  [CREATURE.SERPENT, 'coil'],
+  [CREATURE.EEL, 'coil'],
+]);
 
 export function shapeOf(name: string): Shape {
-  return SHAPES[name] ?? 'fish';
+  return SHAPES.get(name) ?? 'fish';
 }
 
 export interface CreatureLook {
@@ -112,7 +116,7 @@ function drawShape(ctx: CanvasRenderingContext2D, shape: Shape, r: number, wiggl
       ctx.fillRect(0.4 * r, 0.2 * r, 0.15 * r, 0.25 * r - wiggle * 0.05 * r);
       return;
     }
-    case 'serpent': {
+    case 'coil': {
       ctx.lineWidth = Math.max(2, 0.28 * r);
       ctx.lineCap = 'round';
       ctx.strokeStyle = ctx.fillStyle;
@@ -142,7 +146,7 @@ function drawShape(ctx: CanvasRenderingContext2D, shape: Shape, r: number, wiggl
 export function bodyCentre(p: Placement): { x: number; y: number } {
   const shape = shapeOf(p.creature.name);
   const dy = shape === 'tentacles' ? -0.25 : shape === 'jelly' ? -0.3 : shape === 'shell' ? -0.1 : 0;
-  const dx = shape === 'fish' ? 0.15 : shape === 'serpent' ? 0.55 : 0;
+  const dx = shape === 'fish' ? 0.15 : shape === 'coil' ? 0.55 : 0;
   const facing = hash01(p.creature.name) < 0.5 ? 1 : -1;
   return { x: p.x + dx * p.r * facing, y: p.y + dy * p.r };
 }
@@ -182,8 +186,8 @@ export function drawCreature(ctx: CanvasRenderingContext2D, p: Placement, look: 
   ctx.globalAlpha = 1;
   // An eye, except for the jelly and the star.
   const shape = shapeOf(name);
-  if (shape === 'fish' || shape === 'serpent' || shape === 'tentacles') {
-    const ex = shape === 'fish' ? 0.55 * r : shape === 'serpent' ? 0.65 * r : 0.15 * r;
+  if (shape === 'fish' || shape === 'coil' || shape === 'tentacles') {
+    const ex = shape === 'fish' ? 0.55 * r : shape === 'coil' ? 0.65 * r : 0.15 * r;
     const ey = shape === 'tentacles' ? -0.35 * r : -0.08 * r;
     ctx.fillStyle = '#041826';
     ctx.beginPath();

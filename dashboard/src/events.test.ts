@@ -19,7 +19,7 @@ describe('parseEvent (the contract at the edge)', () => {
   });
 
   it.each([
-    ['an unknown creature', { creature: 'unicorn' }, /unknown creature/],
+    ['an unknown creature', { creature: 'otter' }, /unknown creature/],
     ['a zone that is not the creature’s', { zone: 'acting' }, /zone/],
     ['an unknown event type', { event_type: 'explode' }, /event_type/],
     ['a short event id', { event_id: 'abc' }, /event_id/],

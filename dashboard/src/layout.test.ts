@@ -37,9 +37,9 @@ describe.each(SIZES)('layout at %ix%i', (width, height) => {
     }
   });
 
-  it('places all 27 creatures once, with per-zone counts', () => {
-    expect(scene.placements).toHaveLength(27);
-    expect(new Set(scene.placements.map((p) => p.creature.name)).size).toBe(27);
+  it("places every creature once (the design's 27 and the project's own), with per-zone counts", () => {
+    expect(scene.placements).toHaveLength(CREATURES.length);
+    expect(new Set(scene.placements.map((p) => p.creature.name)).size).toBe(CREATURES.length);
     for (const z of scene.zones) {
       expect(z.count).toBe(scene.placements.filter((p) => p.creature.zone === z.zone).length);
     }
@@ -98,7 +98,7 @@ describe('layout edge cases', () => {
       [Number.NaN, 100],
     ] as const) {
       const scene = layout(w, h, CREATURES);
-      expect(scene.placements).toHaveLength(27);
+      expect(scene.placements).toHaveLength(CREATURES.length);
       for (const p of scene.placements) {
         expect([p.x, p.y, p.r].every(Number.isFinite)).toBe(true);
       }
@@ -139,6 +139,6 @@ describe('layout with the memory zone (the sea floor)', () => {
   it('is left out when not asked for, or when the canvas is too short for it', () => {
     expect(layout(1280, 720, CREATURES).memory).toBeNull();
     expect(layout(1280, 150, CREATURES, { memory: true }).memory).toBeNull();
-    expect(layout(1280, 150, CREATURES, { memory: true }).placements).toHaveLength(27);
+    expect(layout(1280, 150, CREATURES, { memory: true }).placements).toHaveLength(CREATURES.length);
   });
 });

@@ -4,7 +4,7 @@ import { Activity } from './activity';
 import { EngineApi } from './api';
 import { EventBuffer } from './buffer';
 import { chooseToken, demoForced, engineBaseUrl, saveToken } from './config';
-import { CREATURES } from './creatures';
+import { CREATURE, CREATURES } from './creatures';
 import type { AquariumEvent } from './events';
 import { MemoryModel } from './memory';
 import { Mirror } from './mirror';
@@ -78,7 +78,7 @@ function ingest(buffer: EventBuffer, e: AquariumEvent, now: number): void {
   const animated = activity.apply(e, now, real);
   memory.applyEvent(e, now, real);
   navigator_.added(e, animated);
-  if (animated && e.creature === 'phoenix' && e.event_type === 'complete' && e.origin === 'live') void refreshTiers();
+  if (animated && e.creature === CREATURE.SALMON && e.event_type === 'complete' && e.origin === 'live') void refreshTiers();
   mirror.update(activity, memory, clock());
 }
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ANIMATE_WINDOW_MS } from './activity';
+import { CREATURE } from './creatures';
 import { MemoryModel, MOVE_MS, MOVES_KEPT, parseTierStats } from './memory';
 import { makeEvent } from './testing/fixtures';
 
@@ -29,8 +30,8 @@ const change = (id: number, changedAt: number, from = 'L0', to = 'L1') => ({
   run_id: 7,
 });
 
-const phoenix = (ts: number, changes: unknown[]) =>
-  makeEvent({ creature: 'phoenix', type: 'metric', ts, data: { run_id: 7, changes: changes as never } });
+const consolidation = (ts: number, changes: unknown[]) =>
+  makeEvent({ creature: CREATURE.SALMON, type: 'metric', ts, data: { run_id: 7, changes: changes as never } });
 
 describe('parseTierStats', () => {
   it('reads the engine’s shape and skips malformed changes', () => {
@@ -60,11 +61,11 @@ describe('MemoryModel', () => {
     expect(m.activeMoves(NOW + MOVE_MS)).toEqual([]);
   });
 
-  it('a fresh phoenix metric moves entities between tiers and shifts the counts', () => {
+  it('a fresh consolidation metric moves entities between tiers and shifts the counts', () => {
     const m = new MemoryModel();
     m.applyStats(parseTierStats(stats()), NOW);
     const added = m.applyEvent(
-      phoenix(NOW, [
+      consolidation(NOW, [
         { id: 1, name: 'Priya', type: 'person', from: 'L0', to: 'L1', reason: 'validated' },
         { id: 2, name: 'Lisbon', type: 'place', from: 'L1', to: 'L2', reason: 'pattern' },
         { id: 3, name: 'bad', from: 'L0', to: 'L7' },
@@ -80,23 +81,23 @@ describe('MemoryModel', () => {
   it('the same change from the event and from stats is one move, counted once', () => {
     const m = new MemoryModel();
     m.applyStats(parseTierStats(stats()), NOW);
-    m.applyEvent(phoenix(NOW, [{ id: 1, name: 'e1', from: 'L0', to: 'L1' }]), NOW);
+    m.applyEvent(consolidation(NOW, [{ id: 1, name: 'e1', from: 'L0', to: 'L1' }]), NOW);
     m.applyStats(parseTierStats(stats([change(1, NOW)])), NOW + 100);
     expect(m.moves).toHaveLength(1);
     expect(m.counts.L1).toBe(3); // the engine's count wins
   });
 
-  it('an old phoenix event lists its moves without animating or counting them', () => {
+  it('an old consolidation event lists its moves without animating or counting them', () => {
     const m = new MemoryModel();
-    m.applyEvent(phoenix(NOW - ANIMATE_WINDOW_MS - 1, [{ id: 1, from: 'L0', to: 'L1' }]), NOW);
+    m.applyEvent(consolidation(NOW - ANIMATE_WINDOW_MS - 1, [{ id: 1, from: 'L0', to: 'L1' }]), NOW);
     expect(m.moves[0]?.startedAt).toBeNull();
     expect(m.counts).toEqual({ L0: 0, L1: 0, L2: 0 });
   });
 
   it('ignores other creatures, keeps MOVES_KEPT moves, and can skip moves from stats', () => {
     const m = new MemoryModel();
-    expect(m.applyEvent(makeEvent({ creature: 'whale', type: 'metric', data: { changes: [] } }), NOW)).toBe(0);
-    for (let i = 0; i < MOVES_KEPT + 3; i++) m.applyEvent(phoenix(NOW, [{ id: i, from: 'L0', to: 'L1' }]), NOW);
+    expect(m.applyEvent(makeEvent({ creature: CREATURE.PHOENIX, type: 'metric', data: { changes: [] } }), NOW)).toBe(0);
+    for (let i = 0; i < MOVES_KEPT + 3; i++) m.applyEvent(consolidation(NOW, [{ id: i, from: 'L0', to: 'L1' }]), NOW);
     expect(m.moves).toHaveLength(MOVES_KEPT);
     const fresh = new MemoryModel();
     fresh.applyStats(parseTierStats(stats([change(1, NOW)])), NOW, NOW, false);

@@ -1,8 +1,9 @@
 // The memory zone: how many entities sit in each tier (L0 episodes, L1 validated facts, L2
 // deep patterns) and entities moving between tiers. Counts come from GET /v1/tiers/stats;
-// moves come from its recent_changes and from phoenix (consolidation) metric events, whose
+// moves come from its recent_changes and from the consolidation creature's metric events, whose
 // data.changes lists [{id, name, type, from, to, reason}]. Pure, like activity.ts.
 import { isFresh } from './activity';
+import { CREATURE } from './creatures';
 import type { AquariumEvent } from './events';
 
 export const TIERS = ['L0', 'L1', 'L2'] as const;
@@ -160,12 +161,12 @@ export class MemoryModel {
   }
 
   /**
-   * A phoenix metric with data.changes: each change is a move. A fresh event animates its
+   * A consolidation (CREATURE.SALMON) metric with data.changes: each change is a move. A fresh event animates its
    * moves and shifts the counts at once (the next stats refresh confirms them).
    * Returns the number of new moves. `realNow` starts the dots on the wall clock.
    */
   applyEvent(event: AquariumEvent, now: number, realNow: number = now): number {
-    if (event.creature !== 'phoenix' || event.event_type !== 'metric') return 0;
+    if (event.creature !== CREATURE.SALMON || event.event_type !== 'metric') return 0;
     const changes = event.data['changes'];
     if (!Array.isArray(changes)) return 0;
     const fresh = isFresh(event.ts, now);

@@ -6,6 +6,7 @@ import {
   DemoSource,
   Feed,
   FetchEventSource,
+  isCatchup,
   LiveSource,
   MAX_EVENT_CHARS,
   type EventSourceLike,
@@ -77,6 +78,21 @@ describe('LiveSource', () => {
     expect(t.events[0]?.[0].origin).toBe('live');
   });
 
+  it("takes the engine's catch-up as plain messages marked in their JSON", () => {
+    const t = live();
+    t.source.start();
+    const es = EventSourceDouble.latest();
+    es.open();
+    es.send({ ...rawEvent({ creature: 'siren' }), catchup: true });
+    es.send(rawEvent({ creature: 'shark' }));
+    expect(t.events.map(([e, c]) => [e.creature, c])).toEqual([
+      ['siren', true],
+      ['shark', false],
+    ]);
+    expect(isCatchup('{"catchup": false}')).toBe(false);
+    expect(isCatchup('not json')).toBe(false);
+  });
+
   it('a reconnect asks to resume after the last event received', async () => {
     const t = live();
     t.source.start();
@@ -97,10 +113,10 @@ describe('LiveSource', () => {
     const es = EventSourceDouble.latest();
     es.open();
     es.send('not json');
-    es.send({ ...rawEvent(), creature: 'unicorn' });
-    es.send(rawEvent({ creature: 'whale' }));
+    es.send({ ...rawEvent(), creature: 'otter' });
+    es.send(rawEvent({ creature: 'phoenix' }));
     expect(t.invalid).toHaveLength(2);
-    expect(t.events.map(([e]) => e.creature)).toEqual(['whale']);
+    expect(t.events.map(([e]) => e.creature)).toEqual(['phoenix']);
   });
 
   it('reconnects after an error with growing delays, and resets them once live', async () => {

@@ -171,6 +171,17 @@ export interface LiveSourceOptions {
 /** The SSE event names the stream uses: default messages, and catch-up when it marks them. */
 export const STREAM_EVENTS = ['message', 'catchup'] as const;
 
+/** The engine sends its catch-up as plain messages (so the design's `onmessage` client sees
+ * them) whose JSON carries `"catchup": true`; older engines sent `event: catchup`. */
+export function isCatchup(data: string): boolean {
+  try {
+    const parsed: unknown = JSON.parse(data);
+    return typeof parsed === 'object' && parsed !== null && (parsed as { catchup?: unknown }).catchup === true;
+  } catch {
+    return false;
+  }
+}
+
 export class LiveSource {
   private es: EventSourceLike | null = null;
   private timer: ReturnType<typeof setTimeout> | null = null;
@@ -232,7 +243,7 @@ export class LiveSource {
         try {
           const event = parseEventJson(data, 'live');
           this.lastEventId = event.event_id;
-          this.opts.onEvent(event, name === 'catchup');
+          this.opts.onEvent(event, name === 'catchup' || isCatchup(data));
         } catch (err) {
           this.opts.onInvalid?.(err instanceof Error ? err : new Error(String(err)));
         }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CREATURES } from './creatures';
+import { CREATURE, CREATURES } from './creatures';
 import { parseEvent, type AquariumEvent } from './events';
 import { parseTierStats, TIERS } from './memory';
 import { mulberry32, SyntheticGenerator, syntheticTierStats } from './synthetic';
@@ -71,8 +71,8 @@ describe('SyntheticGenerator (the demo)', () => {
     }
   });
 
-  it('moves entities between tiers through phoenix metric events', () => {
-    const moves = events.filter((e) => e.creature === 'phoenix' && e.event_type === 'metric');
+  it('moves entities between tiers through the consolidation creature\'s metric events', () => {
+    const moves = events.filter((e) => e.creature === CREATURE.SALMON && e.event_type === 'metric');
     expect(moves.length).toBeGreaterThan(0);
     for (const e of moves) {
       const changes = e.data['changes'] as Array<Record<string, unknown>>;
@@ -88,7 +88,7 @@ describe('SyntheticGenerator (the demo)', () => {
   it('errorRate 0 never fails a flow; errorRate 1 fails every flow that has steps', () => {
     const calm = run(new SyntheticGenerator({ seed: 5, errorRate: 0 }), 10);
     // Only the chores' deliberate auth error may remain.
-    expect(calm.filter((e) => e.event_type === 'error').every((e) => e.creature === 'basilisk')).toBe(true);
+    expect(calm.filter((e) => e.event_type === 'error').every((e) => e.creature === CREATURE.BASILISK)).toBe(true);
     const stormy = run(new SyntheticGenerator({ seed: 5, errorRate: 1 }), 10);
     expect(stormy.filter((e) => e.event_type === 'error').length).toBeGreaterThan(calm.filter((e) => e.event_type === 'error').length);
   });

@@ -1,6 +1,7 @@
 // The demo's synthetic events: plausible flows through the pipeline (a conversation heard
 // and remembered, a question answered, Annie talking, a night's consolidation), generated
 // deterministically from a seed. Every event is marked data.demo = true and origin 'demo'.
+import { CREATURE, type CreatureName } from './creatures';
 import { parseEvent, CREATURE_BY_NAME, type AquariumEvent, type EventType, type JsonValue } from './events';
 import type { Tier, TierStats } from './memory';
 
@@ -19,7 +20,7 @@ export function mulberry32(seed: number): () => number {
 interface Step {
   /** ms after the scenario starts */
   at: number;
-  creature: string;
+  creature: CreatureName;
   type: EventType;
   data?: Record<string, JsonValue>;
   reasoning?: string;
@@ -33,42 +34,56 @@ const PEOPLE = ['Priya', 'Asha', 'Ravi', 'Meera', 'Arjun', 'Lena', 'Tom'] as con
 const PLACES = ['Koramangala', 'Lisbon', 'Pune', 'the bakery', 'the office'] as const;
 const EMOTIONS = ['neutral', 'happy', 'calm', 'excited', 'tired'] as const;
 const ENTITY_TYPES = ['person', 'place', 'promise', 'habit', 'event'] as const;
+/** The engine's LLM creatures: one per model family, and kelpie for any other (ADR 0021). */
+const ENGINE_LLMS = [CREATURE.LION, CREATURE.UNICORN, CREATURE.FAIRY, CREATURE.PEGASUS, CREATURE.WEREWOLF, CREATURE.KELPIE] as const;
+/** Annie's responders: Claude, an OpenAI-compatible server, no model at all. */
+const RESPONDERS = [CREATURE.CENTAUR, CREATURE.MINOTAUR, CREATURE.LANTERNFISH] as const;
+/** Annie's tools and the creature of each (search and fetch have their own; griffin runs the rest). */
+const TOOLS: ReadonlyArray<readonly [string, CreatureName]> = [
+  ['web_search', CREATURE.CHIMERA],
+  ['fetch_webpage', CREATURE.SELKIE],
+  ['render_table', CREATURE.GRIFFIN],
+  ['render_chart', CREATURE.GRIFFIN],
+  ['think', CREATURE.GRIFFIN],
+  ['execute_python', CREATURE.GRIFFIN],
+];
 
 function conversation(rand: Rand, session: string): Step[] {
   const words = int(rand, 12, 80);
   const speakers = int(rand, 1, 3);
   const who = pick(rand, PEOPLE);
   const where = pick(rand, PLACES);
+  const llm = pick(rand, ENGINE_LLMS);
   let t = 0;
   const next = (lo: number, hi: number): number => (t += int(rand, lo, hi));
   const steps: Step[] = [
-    { at: t, creature: 'crab', type: 'start', data: { clip_s: 30 }, reasoning: 'wearable audio buffered into a clip' },
-    { at: next(100, 300), creature: 'seahorse', type: 'start' },
-    { at: next(200, 500), creature: 'seahorse', type: 'complete', data: { speech_s: int(rand, 5, 28) } },
-    { at: next(50, 150), creature: 'jellyfish', type: 'start' },
-    { at: next(600, 1500), creature: 'jellyfish', type: 'complete', data: { words, rtf: Math.round(rand() * 50) / 1000 } },
-    { at: next(50, 150), creature: 'cerberus', type: 'start' },
-    { at: next(300, 800), creature: 'cerberus', type: 'complete', data: { speakers } },
-    { at: next(50, 150), creature: 'siren', type: 'complete', data: { named: [who] }, reasoning: `the voice matches ${who}'s enrollment` },
-    { at: next(100, 300), creature: 'dolphin', type: 'complete', data: { emotion: pick(rand, EMOTIONS) } },
-    { at: next(50, 100), creature: 'crab', type: 'complete' },
-    { at: next(200, 500), creature: 'nautilus', type: 'metric', data: { new_lines: int(rand, 1, 6) } },
-    { at: next(50, 150), creature: 'octopus', type: 'start' },
-    { at: next(200, 600), creature: 'octopus', type: 'complete', data: { segments: int(rand, 1, 9) } },
-    { at: next(300, 900), creature: 'anglerfish', type: 'start' },
-    { at: next(100, 300), creature: 'leviathan', type: 'start' },
-    { at: next(800, 2000), creature: 'leviathan', type: 'complete', data: { tokens: int(rand, 200, 900) } },
+    { at: t, creature: CREATURE.JELLYFISH, type: 'start', data: { clip_s: 30 }, reasoning: 'wearable audio buffered into a clip' },
+    { at: next(100, 300), creature: CREATURE.SEAHORSE, type: 'start' },
+    { at: next(200, 500), creature: CREATURE.SEAHORSE, type: 'complete', data: { speech_s: int(rand, 5, 28) } },
+    { at: next(50, 150), creature: CREATURE.SIREN, type: 'start' },
+    { at: next(600, 1500), creature: CREATURE.SIREN, type: 'complete', data: { words, rtf: Math.round(rand() * 50) / 1000 } },
+    { at: next(50, 150), creature: CREATURE.CUTTLEFISH, type: 'start' },
+    { at: next(300, 800), creature: CREATURE.CUTTLEFISH, type: 'complete', data: { speakers } },
+    { at: next(50, 150), creature: CREATURE.CERBERUS, type: 'complete', data: { named: [who] }, reasoning: `the voice matches ${who}'s enrollment` },
+    { at: next(100, 300), creature: CREATURE.HYDRA, type: 'complete', data: { emotion: pick(rand, EMOTIONS) } },
+    { at: next(50, 100), creature: CREATURE.JELLYFISH, type: 'complete' },
+    { at: next(200, 500), creature: CREATURE.OWL, type: 'metric', data: { new_lines: int(rand, 1, 6) } },
+    { at: next(50, 150), creature: CREATURE.OUROBOROS, type: 'start' },
+    { at: next(200, 600), creature: CREATURE.OUROBOROS, type: 'complete', data: { segments: int(rand, 1, 9) } },
+    { at: next(300, 900), creature: CREATURE.KRAKEN, type: 'start' },
+    { at: next(100, 300), creature: llm, type: 'start' },
+    { at: next(800, 2000), creature: llm, type: 'complete', data: { tokens: int(rand, 200, 900) } },
     {
       at: next(100, 300),
-      creature: 'anglerfish',
+      creature: CREATURE.KRAKEN,
       type: 'complete',
       data: { entities: [who, where] },
       reasoning: `${who} and ${where} were mentioned`,
     },
-    { at: next(100, 300), creature: 'manta', type: 'start' },
-    { at: next(300, 900), creature: 'manta', type: 'complete', data: { facts: int(rand, 1, 4) } },
-    { at: next(100, 300), creature: 'starfish', type: 'start' },
-    { at: next(300, 800), creature: 'starfish', type: 'complete', data: { vectors: int(rand, 1, 9) } },
+    { at: next(100, 300), creature: CREATURE.MANTA, type: 'start' },
+    { at: next(300, 900), creature: CREATURE.MANTA, type: 'complete', data: { facts: int(rand, 1, 4) } },
+    { at: next(100, 300), creature: CREATURE.EEL, type: 'start' },
+    { at: next(300, 800), creature: CREATURE.EEL, type: 'complete', data: { vectors: int(rand, 1, 9) } },
   ];
   return steps.map((s) => ({ ...s, data: { ...s.data, session: session } }));
 }
@@ -79,31 +94,43 @@ function question(rand: Rand): Step[] {
   const next = (lo: number, hi: number): number => (t += int(rand, lo, hi));
   const legs: Step[] = [];
   const base = next(50, 150);
-  for (const leg of ['turtle', 'shark', 'kraken']) {
+  for (const leg of [CREATURE.STARFISH, CREATURE.SHARK, CREATURE.SQUID]) {
     legs.push({ at: base, creature: leg, type: 'start', data: { query: q } });
     legs.push({ at: base + int(rand, 20, 400), creature: leg, type: 'complete', data: { hits: int(rand, 0, 12) } });
   }
   return [
-    { at: 0, creature: 'basilisk', type: 'metric', data: { path: '/v1/context', allowed: true } },
+    { at: 0, creature: CREATURE.BASILISK, type: 'metric', data: { path: '/v1/context', allowed: true } },
     ...legs,
-    { at: base + 450, creature: 'pufferfish', type: 'start' },
-    { at: base + 520, creature: 'pufferfish', type: 'complete', data: { results: int(rand, 1, 5) }, reasoning: 'weighted RRF of three legs' },
+    { at: base + 450, creature: CREATURE.PUFFERFISH, type: 'start' },
+    { at: base + 520, creature: CREATURE.PUFFERFISH, type: 'complete', data: { results: int(rand, 1, 5) }, reasoning: 'weighted RRF of three legs' },
   ];
 }
 
 function annie(rand: Rand): Step[] {
   let t = 0;
   const next = (lo: number, hi: number): number => (t += int(rand, lo, hi));
-  const tool = pick(rand, ['search', 'fetch', 'table', 'chart', 'python']);
+  const [tool, toolCreature] = pick(rand, TOOLS);
+  const llm = pick(rand, RESPONDERS);
+  const rendered: Step[] =
+    tool === 'render_table' || tool === 'render_chart'
+      ? [{ at: next(50, 150), creature: CREATURE.NYMPH, type: 'metric', data: { kind: tool === 'render_table' ? 'table' : 'chart' } }]
+      : [];
   return [
-    { at: t, creature: 'mermaid', type: 'start', reasoning: 'a voice session began' },
-    { at: next(100, 300), creature: 'selkie', type: 'start' },
-    { at: next(300, 800), creature: 'selkie', type: 'complete', data: { memories: int(rand, 2, 8) } },
-    { at: next(500, 1500), creature: 'lanternfish', type: 'start' },
-    { at: next(300, 900), creature: 'otter', type: 'start', data: { tool } },
-    { at: next(300, 1200), creature: 'otter', type: 'complete', data: { tool } },
-    { at: next(600, 1800), creature: 'lanternfish', type: 'complete', data: { tokens: int(rand, 40, 300) } },
-    { at: next(2000, 5000), creature: 'mermaid', type: 'complete', data: { turns: int(rand, 1, 6) } },
+    { at: t, creature: CREATURE.GARGOYLE, type: 'start', reasoning: 'the browser connected over WebRTC' },
+    { at: next(50, 150), creature: CREATURE.LUNA_MOTH, type: 'start', reasoning: 'a voice session began' },
+    { at: next(50, 150), creature: CREATURE.MERMAID, type: 'start' },
+    { at: next(100, 300), creature: CREATURE.SPHINX, type: 'start' },
+    { at: next(300, 800), creature: CREATURE.SPHINX, type: 'complete', data: { memories: int(rand, 2, 8) } },
+    { at: next(500, 1500), creature: CREATURE.SERPENT, type: 'complete', data: { chars: int(rand, 10, 80) } },
+    { at: next(100, 300), creature: llm, type: 'start' },
+    { at: next(300, 900), creature: toolCreature, type: 'start', data: { tool } },
+    { at: next(300, 1200), creature: toolCreature, type: 'complete', data: { tool } },
+    ...rendered,
+    { at: next(600, 1800), creature: llm, type: 'complete', data: { tokens: int(rand, 40, 300) } },
+    { at: next(100, 300), creature: CREATURE.LEVIATHAN, type: 'start' },
+    { at: next(1000, 3000), creature: CREATURE.LEVIATHAN, type: 'complete' },
+    { at: next(2000, 5000), creature: CREATURE.LUNA_MOTH, type: 'complete', data: { turns: int(rand, 1, 6) } },
+    { at: next(50, 150), creature: CREATURE.GARGOYLE, type: 'complete' },
   ];
 }
 
@@ -123,26 +150,29 @@ function consolidation(rand: Rand, run: number, entityIds: () => number): Step[]
     });
   }
   return [
-    { at: 0, creature: 'phoenix', type: 'start', data: { run_id: run, entities: int(rand, 40, 400) } },
-    { at: 300, creature: 'coral', type: 'start' },
-    { at: 900, creature: 'coral', type: 'complete', data: { communities: int(rand, 2, 12) } },
-    { at: 1200, creature: 'ouroboros', type: 'metric', data: { run_id: run, processed: 100, total: 200 } },
-    { at: 1500, creature: 'phoenix', type: 'metric', data: { run_id: run, changes, changes_total: n } },
-    { at: 2000, creature: 'ouroboros', type: 'metric', data: { run_id: run, processed: 200, total: 200 } },
-    { at: 2400, creature: 'phoenix', type: 'complete', data: { run_id: run, promoted: n } },
-    { at: 2600, creature: 'whale', type: 'start' },
-    { at: 3600, creature: 'whale', type: 'complete', data: { reason: 'new' } },
+    { at: 0, creature: CREATURE.SALMON, type: 'start', data: { run_id: run, entities: int(rand, 40, 400) } },
+    { at: 300, creature: CREATURE.CORAL, type: 'start' },
+    { at: 900, creature: CREATURE.CORAL, type: 'complete', data: { communities: int(rand, 2, 12) } },
+    { at: 1200, creature: CREATURE.SEA_CUCUMBER, type: 'metric', data: { run_id: run, processed: 100, total: 200 } },
+    { at: 1500, creature: CREATURE.SALMON, type: 'metric', data: { run_id: run, changes, changes_total: n } },
+    { at: 2000, creature: CREATURE.SEA_CUCUMBER, type: 'metric', data: { run_id: run, processed: 200, total: 200 } },
+    { at: 2400, creature: CREATURE.SALMON, type: 'complete', data: { run_id: run, promoted: n } },
+    { at: 2600, creature: CREATURE.PHOENIX, type: 'start' },
+    { at: 3600, creature: CREATURE.PHOENIX, type: 'complete', data: { reason: 'new' } },
   ];
 }
 
 function chores(rand: Rand, session: string): Step[] {
   return pick(rand, [
     [
-      { at: 0, creature: 'hydra', type: 'start', data: { session } },
-      { at: int(rand, 2000, 4000), creature: 'hydra', type: 'complete', data: { session, segments: int(rand, 3, 20) } },
+      { at: 0, creature: CREATURE.STINGRAY, type: 'start', data: { session } },
+      { at: int(rand, 2000, 4000), creature: CREATURE.STINGRAY, type: 'complete', data: { session, segments: int(rand, 3, 20) } },
     ],
-    [{ at: 0, creature: 'narwhal', type: 'metric', data: { streamed: int(rand, 10, 500) } }],
-    [{ at: 0, creature: 'basilisk', type: 'error', data: { path: '/v1/context' }, reasoning: 'a request with a wrong token' }],
+    [
+      { at: 0, creature: CREATURE.NARWHAL, type: 'metric', data: { streamed: int(rand, 10, 500) } },
+      { at: 50, creature: CREATURE.DRAGON, type: 'metric', data: { pool: 'main', checked_out: int(rand, 0, 5), size: 5 } },
+    ],
+    [{ at: 0, creature: CREATURE.BASILISK, type: 'error', data: { path: '/v1/context' }, reasoning: 'a request with a wrong token' }],
   ] as Step[][]);
 }
 

@@ -1,9 +1,9 @@
 """`her-os check`: the context engine's drift check between the JSONL files, PostgreSQL, the
 vectors and the graph episodes (GET /v1/check, POST /v1/check/repair), with its progress.
 
-The request runs in a thread; meanwhile the engine's progress events for this check
-(creature ouroboros, `data.check_id`) are polled from GET /v1/events and shown. After a repair,
-the jobs it queued (embedding, graph writes) are waited for, up to `wait_s`, checking again.
+The request runs in a thread; meanwhile the engine's progress events for this check (the
+memory-upkeep creature, `data.check_id`) are polled from GET /v1/events and shown. After a
+repair, the jobs it queued (embedding, graph writes) are waited for, up to `wait_s`, checking again.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from her_os import credentials
 from her_os.paths import DataLayout
 from her_os.services import CONTEXT_ENGINE
 from her_os.state import live_state
+from her_os_shared.creatures import CreatureName
 
 POLL_S = 0.5
 REQUEST_TIMEOUT_S = 3600.0  # a check reads every file: no short timeout on it
@@ -95,7 +96,9 @@ class Checker:
 
     def _latest_progress(self, check_id: str, seen: set[str]) -> str | None:
         try:
-            page = self._call("GET", "/v1/events", creature="ouroboros", limit=50)
+            page = self._call(
+                "GET", "/v1/events", creature=CreatureName.SEA_CUCUMBER.value, limit=50
+            )
         except CheckError:
             return None  # progress is best effort; the check's own answer is what counts
         latest = None

@@ -6,6 +6,8 @@
   streams scripted chat completions — text chunks and tool calls — as the real `openai`
   client expects them; a scripted reply may be a function of the request (a model that reacts
   to what it was sent).
+- `ScriptedClaudeDouble`: the same script streamed as Anthropic's Messages API does, for the
+  real `anthropic` client.
 - `EchoToolDouble`: a tool that echoes its arguments.
 """
 
@@ -63,16 +65,24 @@ def memory(
     score: float = 0.5,
     session: str = "s1",
 ) -> dict[str, Any]:
+    """One /v1/context result as the engine sends it: `spoken_at` ISO, the design's
+    `timestamp` in epoch seconds, `entities` as "type:name" and `entity_refs` as objects."""
     stamp = when.isoformat() if isinstance(when, datetime) else when
+    try:
+        epoch: float | None = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        epoch = None
     return {
         "text": text,
         "tier": tier,
         "source_session": session,
         "segment_id": "seg-1",
-        "timestamp": stamp,
+        "timestamp": epoch,
+        "spoken_at": stamp,
         "relevance_score": score,
         "speaker": speaker,
         "entities": [],
+        "entity_refs": [],
     }
 
 
@@ -239,6 +249,11 @@ class ScriptedChatLLMDouble:
         )
         return frames
 
+    def stream(self, reply: dict[str, Any]) -> list[bytes]:
+        """The response body's SSE frames, as the OpenAI API ends them."""
+        out = [f"data: {json.dumps(frame)}\n\n".encode() for frame in self.frames(reply)]
+        return [*out, b"data: [DONE]\n\n"]
+
     def start(self) -> None:
         double = self
 
@@ -264,11 +279,9 @@ class ScriptedChatLLMDouble:
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Connection", "close")
                 self.end_headers()
-                for frame in double.frames(reply):
-                    self.wfile.write(f"data: {json.dumps(frame)}\n\n".encode())
+                for chunk in double.stream(reply):
+                    self.wfile.write(chunk)
                     self.wfile.flush()
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
                 self.close_connection = True
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -285,6 +298,67 @@ class ScriptedChatLLMDouble:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class ScriptedClaudeDouble(ScriptedChatLLMDouble):
+    """The same script, answered as Anthropic's Messages API streams (`event:` + `data:`
+    frames: message_start, content blocks of text and tool_use with their deltas,
+    message_delta with the usage, message_stop), for `ANNIE_VOICE_CLAUDE_BASE_URL`."""
+
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"  # the SDK adds /v1/messages
+
+    def frames(self, reply: dict[str, Any]) -> list[dict[str, Any]]:
+        frames: list[dict[str, Any]] = [
+            {"type": "message_start", "message": {
+                "id": "msg_double", "type": "message", "role": "assistant", "content": [],
+                "model": "scripted", "stop_reason": None, "stop_sequence": None,
+                "usage": {"input_tokens": 11, "output_tokens": 1}}},
+        ]  # fmt: skip
+        index = 0
+        if reply.get("text"):
+            frames.append(
+                {"type": "content_block_start", "index": index,
+                 "content_block": {"type": "text", "text": ""}}
+            )  # fmt: skip
+            for text in reply["text"]:
+                frames.append(
+                    {"type": "content_block_delta", "index": index,
+                     "delta": {"type": "text_delta", "text": text}}
+                )  # fmt: skip
+            frames.append({"type": "content_block_stop", "index": index})
+            index += 1
+        for i, call in enumerate(reply.get("tool_calls", [])):
+            args = json.dumps(call["arguments"])
+            half = len(args) // 2
+            frames.append(
+                {"type": "content_block_start", "index": index,
+                 "content_block": {"type": "tool_use", "id": f"toolu_{i}", "name": call["name"],
+                                   "input": {}}}
+            )  # fmt: skip
+            for part in (args[:half], args[half:]):
+                frames.append(
+                    {"type": "content_block_delta", "index": index,
+                     "delta": {"type": "input_json_delta", "partial_json": part}}
+                )  # fmt: skip
+            frames.append({"type": "content_block_stop", "index": index})
+            index += 1
+        stop = "tool_use" if reply.get("tool_calls") else "end_turn"
+        frames += [
+            {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+             "usage": {"output_tokens": 7}},
+            {"type": "message_stop"},
+        ]  # fmt: skip
+        return frames
+
+    def stream(self, reply: dict[str, Any]) -> list[bytes]:
+        return [
+            f"event: {frame['type']}\ndata: {json.dumps(frame)}\n\n".encode()
+            for frame in self.frames(reply)
+        ]
 
 
 def parse_sse(text: str) -> list[tuple[str, dict[str, Any]]]:

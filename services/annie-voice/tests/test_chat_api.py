@@ -297,9 +297,9 @@ async def test_chat_emits_the_creatures_events() -> None:
         await chat(c, "a memory please", "sess1")
         await c.app.state.runtime.observer.flush()
     creatures = [(e["creature"], e["event_type"]) for batch in engine.emitted for e in batch]
-    assert ("mermaid", "start") in creatures
-    assert ("selkie", "complete") in creatures
-    assert ("lanternfish", "complete") in creatures
+    assert ("mermaid", "start") in creatures  # the chat session
+    assert ("sphinx", "complete") in creatures  # the design's memory loader
+    assert ("lanternfish", "complete") in creatures  # the offline responder
     assert all(e["service"] == "annie-voice" for b in engine.emitted for e in b)
 
 

@@ -55,6 +55,7 @@ from annie_voice.voice.tts import (
     trim_leading_silence,
 )
 from her_os_shared.bundled import ModelIntegrityError, verified_path, verify_sha256
+from her_os_shared.creatures import CreatureName
 
 
 @pytest.fixture(scope="module")
@@ -268,6 +269,37 @@ async def test_the_observer_tells_the_page_who_is_speaking() -> None:
     ]
 
 
+class ObserverDouble:
+    """Records what would be emitted: (creature, event_type, data)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, dict[str, Any]]] = []
+
+    def emit(self, creature: str, event_type: str, **kw: Any) -> None:
+        self.events.append((creature, event_type, kw.get("data") or {}))
+
+
+async def test_the_voice_observer_reports_the_designs_creatures() -> None:
+    observer = ObserverDouble()
+    await run_until(
+        VoiceObserverProcessor(observer, "voice-5"),  # type: ignore[arg-type]
+        [
+            UserStartedSpeakingFrame(),
+            TranscriptionFrame("where is Priya", "user", "t1"),
+            BotStartedSpeakingFrame(),
+            BotStoppedSpeakingFrame(),
+        ],
+        until=lambda f: isinstance(f, BotStoppedSpeakingFrame),
+    )
+    seen = [(c, t) for c, t, _ in observer.events]
+    assert (CreatureName.LUNA_MOTH, "metric") in seen  # the pipeline: the user speaking
+    assert (CreatureName.SERPENT, "complete") in seen  # what Annie heard
+    speech = [x for x in seen if x[0] == CreatureName.LEVIATHAN]  # Annie's voice, the TTS
+    assert speech == [(CreatureName.LEVIATHAN, "start"), (CreatureName.LEVIATHAN, "complete")]
+    heard = next(d for c, _, d in observer.events if c == CreatureName.SERPENT)
+    assert heard["chars"] == len("where is Priya") and heard["voice"] is True
+
+
 class RenderingBackendDouble:
     """A ChatBackend double: first round calls render_table and leaks a tool call as text;
     the second answers in words."""
@@ -309,6 +341,8 @@ async def test_llm_turn_sends_tables_over_the_data_channel_and_never_speaks_leak
         ToolConfig(python_scratch_root=tmp_path, enabled=frozenset({"think", "render_table"}))
     )
     runtime = Runtime(settings, tools=tools, backend=RenderingBackendDouble())
+    observer = ObserverDouble()
+    runtime.chat.observer = observer  # type: ignore[assignment]
     try:
         down = (
             await run_until(
@@ -334,6 +368,10 @@ async def test_llm_turn_sends_tables_over_the_data_channel_and_never_speaks_leak
             },
         }
     ]
+    seen = [(c, t) for c, t, _ in observer.events]
+    assert (CreatureName.MINOTAUR, "complete") in seen  # an OpenAI-compatible responder
+    assert (CreatureName.GRIFFIN, "complete") in seen  # render_table, through the tool router
+    assert (CreatureName.NYMPH, "metric") in seen  # the table, over the data channel
 
 
 async def test_tool_call_text_filter_processor_removes_leaked_calls() -> None:

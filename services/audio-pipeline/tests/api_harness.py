@@ -35,6 +35,9 @@ def make_settings(root: Path, **overrides: Any) -> Settings:
         "enrollment_dir": root / "enrollment",
         "spool_dir": root / "spool",
         "max_audio_seconds": 60,
+        # Off unless a test is about it: a slow machine's pause would start a sweep that
+        # races the manual sweeps the other tests count (test_design_api turns it on).
+        "sweep_auto": False,
     }
     return Settings(**(base | overrides))
 
@@ -86,3 +89,16 @@ async def eventually(check: Callable[[], Awaitable[T | None]], what: str) -> T:
         if asyncio.get_running_loop().time() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         await asyncio.sleep(0.2)
+
+
+def two_voice_wav() -> bytes:
+    """Two synthetic voices, a request and its answer: one clip the API tests share."""
+    from speech_synth import VOICE_A, VOICE_B, conversation, to_wav_bytes
+
+    samples, rate, _ = conversation(
+        [
+            (VOICE_A, "Remember to call the plumber about the kitchen sink."),
+            (VOICE_B, "I will call him tomorrow morning before work."),
+        ]
+    )
+    return to_wav_bytes(samples, rate)

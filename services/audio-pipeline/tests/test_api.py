@@ -8,8 +8,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from api_harness import AUTH, events, make_settings, payloads, post, running
-from speech_synth import VOICE_A, VOICE_B, conversation, have_espeak, speak, to_wav_bytes
+from api_harness import AUTH, events, make_settings, payloads, post, running, two_voice_wav
+from speech_synth import VOICE_A, VOICE_B, have_espeak, speak, to_wav_bytes
 
 from audio_pipeline.config import Settings
 
@@ -23,13 +23,7 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
 
 @pytest.fixture(scope="module")
 def wav() -> bytes:
-    samples, rate, _ = conversation(
-        [
-            (VOICE_A, "Remember to call the plumber about the kitchen sink."),
-            (VOICE_B, "I will call him tomorrow morning before work."),
-        ]
-    )
-    return to_wav_bytes(samples, rate)
+    return two_voice_wav()
 
 
 @pytest.fixture
@@ -60,7 +54,7 @@ async def test_a_clip_becomes_segments_in_the_session_file(
     ]
     ids = [s.segment_id for p in lines for s in p.segments]
     assert len(ids) == len(set(ids))
-    assert {"jellyfish", "seahorse", "cerberus", "siren", "dolphin"} <= {
+    assert {"siren", "seahorse", "cuttlefish", "cerberus", "hydra"} <= {
         e["creature"] for e in events(settings)
     }
     status = (await client.get("/v1/status", headers=AUTH)).json()
@@ -173,11 +167,13 @@ async def test_live_sessions_can_be_read_ended_and_cleaned(
     client: httpx.AsyncClient, wav: bytes
 ) -> None:
     assert (await client.get("/v1/session/never-seen", headers=AUTH)).status_code == 404
-    await post(client, wav, session_id="live-1")
+    first = (await post(client, wav, session_id="live-1")).json()
     live = (await client.get("/v1/session/live-1", headers=AUTH)).json()
-    assert live["clips"] == 1 and live["audio_s"] > 0 and live["segments"] > 0
+    assert live["clips"] == 1 and live["audio_s"] > 0 and live["segments_count"] > 0
     ended = (await client.post("/v1/session/live-1/end", headers=AUTH)).json()
-    assert ended["ended"] is True
+    assert ended["ended"] is True and ended["segments_count"] == live["segments_count"]
+    # The end answers with the session's segments (the design's "accumulated segments").
+    assert ended["segments"] == first["segments"]
     assert (await client.get("/v1/session/live-1", headers=AUTH)).status_code == 404
     assert (await client.post("/v1/session/live-1/end", headers=AUTH)).status_code == 404
     assert (await client.post("/v1/cleanup", headers=AUTH)).json() == {"removed": []}

@@ -145,7 +145,7 @@ async def test_sweep_rewrites_the_session_defers_the_fast_path_and_keeps_pinned_
     async def swept() -> dict | None:
         s = (await client.get("/v1/session/sw-1", headers=AUTH)).json()
         done = s["sweep"]["state"] in ("done", "failed") and s["deferred_clips"] == 0
-        return s if done and s["segments"] > len(fast) + s["sweep"]["segments"] else None
+        return s if done and s["segments_count"] > len(fast) + s["sweep"]["segments"] else None
 
     session = await eventually(swept, "the sweep and the deferred clip")
     assert session["sweep"]["state"] == "done", session["sweep"]
@@ -164,7 +164,7 @@ async def test_sweep_rewrites_the_session_defers_the_fast_path_and_keeps_pinned_
     deferred = [s for p in lines for s in p.segments if s.segment_id.startswith("c0002")]
     assert deferred and min(s.start for s in deferred) >= queued["to_s"] - 0.01
     assert {"start", "complete"} <= {e["event_type"] for e in events(settings)
-                                     if e["creature"] == "hydra"}  # fmt: skip
+                                     if e["creature"] == "stingray"}  # fmt: skip
 
     # A second sweep covers only the audio since the first; then there is nothing new.
     r = await client.post("/v1/sweep/sw-1", headers=AUTH)

@@ -79,7 +79,7 @@ async def test_chunks_are_buffered_into_a_session_and_transcribed_when_the_strea
     assert "plumber" in text
     status = (await client.get("/v1/status", headers=AUTH)).json()
     assert status["wearable_streams"] == 1
-    assert "crab" in {e["creature"] for e in events(settings)}
+    assert "jellyfish" in {e["creature"] for e in events(settings)}
 
 
 async def test_a_full_buffer_is_queued_at_once_and_8_khz_is_resampled(
@@ -112,7 +112,7 @@ async def test_a_silent_gap_ends_the_session_sweeps_it_and_starts_a_new_one(
             done = [
                 e
                 for e in events(settings)
-                if e["creature"] == "crab" and e["event_type"] == "complete"
+                if e["creature"] == "jellyfish" and e["event_type"] == "complete"
             ]
             return done or None
 

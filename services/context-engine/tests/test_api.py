@@ -204,6 +204,33 @@ async def test_the_right_token_is_accepted(engine: Engine) -> None:
     assert n == 0
 
 
+async def test_a_query_parameter_no_route_declares_is_a_422_naming_it(engine: Engine) -> None:
+    # Every /v1 operation, GET or not: a misspelt filter is refused before anything runs,
+    # never silently ignored (an unfiltered answer to a filtered question).
+    ops = v1_operations(engine.app)
+    for method, path, url in ops:
+        r = await engine.client.request(
+            method, url, params={"entity_typ": "person"}, headers=auth(engine)
+        )
+        assert r.status_code == 422, (method, path, r.text)
+        (error,) = r.json()["detail"]
+        assert error["loc"] == ["query", "entity_typ"], (method, path)
+        assert "Unknown query parameter" in error["msg"], (method, path)
+    # Without the token it is the token that is refused (nothing learnt about parameters; a
+    # few routes only: repeated refusals lock the address out).
+    for method, path, url in ops[:3]:
+        r = await engine.client.request(method, url, params={"entity_typ": "person"})
+        assert r.status_code == 401, (method, path)
+    # The message lists what the route takes; the design's names are declared, so known.
+    r = await engine.get("/v1/entities", kind="person")
+    assert "entity_type" in r.json()["detail"][0]["msg"]
+    r = await engine.get("/v1/events", begin="2026-01-01T00:00:00Z")
+    msg = r.json()["detail"][0]["msg"]
+    assert all(f" {name}," in msg for name in ("start", "end", "source", "since")), msg
+    # A declared name is never refused, given twice or beside others.
+    assert (await engine.get("/v1/sessions", limit=2, offset=0)).status_code == 200
+
+
 # --- /v1/context ---
 
 
@@ -252,23 +279,31 @@ async def test_context_returns_ingested_segments_with_their_shape(
         "source_session",
         "segment_id",
         "timestamp",
+        "spoken_at",
         "relevance_score",
         "speaker",
         "entities",
+        "entity_refs",
         "tier",
     }
+    assert body["total"] == 2 == len(body["results"])  # the design's count of results
     assert hit["tier"] == "L0"  # nothing consolidated yet
     assert hit["text"] == "The red fox jumped over the lazy dog"
     assert hit["source_session"] == "s1" and hit["segment_id"] == "g1"
     assert hit["speaker"] == "alice"
-    assert datetime.fromisoformat(hit["timestamp"]) == T0 + timedelta(seconds=10)
+    # The design's forms: epoch seconds and "type:name"; ours beside them: ISO and objects.
+    assert hit["timestamp"] == (T0 + timedelta(seconds=10)).timestamp()
+    assert isinstance(hit["timestamp"], float)
+    assert datetime.fromisoformat(hit["spoken_at"]) == T0 + timedelta(seconds=10)
     assert 0 < hit["relevance_score"] < 1
-    assert hit["entities"] == [{"name": "Fox", "type": "animal", "tier": "L0"}]
+    assert hit["entities"] == ["animal:Fox"]
+    assert hit["entity_refs"] == [{"name": "Fox", "type": "animal", "tier": "L0"}]
 
     # Matches without entities carry an empty list; words are stemmed ("cats" → "cat").
     cats = {h["segment_id"]: h for h in await search(engine, "cats")}
     assert set(cats) == {"g2", "g3"}  # g3 after g2: through its context
-    assert cats["g2"]["entities"] == [] and cats["g2"]["speaker"] == "bob"
+    assert cats["g2"]["entities"] == cats["g2"]["entity_refs"] == []
+    assert cats["g2"]["speaker"] == "bob"
     assert [h["segment_id"] for h in await search(engine, "jumps")] == ["g1", "g2"]
     # The speaker's name is searchable with the words: bob said g2 (which is g3's context).
     by_bob = await search(engine, "bob", legs="bm25")
@@ -417,6 +452,7 @@ async def test_ingest(engine: Engine, settings: Settings) -> None:
         "status": "ingested",
         "lines": 2,
         "segments": 3,
+        "segments_count": 3,  # the design's name
         "skipped": 0,
         "deleted_stale": 0,
         "offset": size,
@@ -686,7 +722,11 @@ async def test_entities(engine: Engine) -> None:
         "contradicted",
         "tier_changed_at",
         "community_id",
+        "entity_id",
+        "entity_type",
     }
+    # The design's names beside ours: the id as a string, the type.
+    assert alice["entity_id"] == str(alice["id"]) and alice["entity_type"] == "person"
     assert (alice["tier"], alice["salience"], alice["community_id"]) == ("L0", 1.0, None)
     assert alice["type"] == "person" and alice["properties"] == {"n": 5}
     assert alice["sensitivity"] == "open" and alice["contradicted_at"] is None
@@ -703,6 +743,14 @@ async def test_entities(engine: Engine) -> None:
     assert places["total"] == 2 and [e["name"] for e in places["entities"]] == ["Lyon"]
     none = (await engine.get("/v1/entities", type="spaceship")).json()
     assert none["total"] == 0 and none["entities"] == []
+    # The design's request, verbatim: `entity_type` is `type` (never ignored).
+    r = await engine.client.get("/v1/entities?entity_type=person", headers=auth(engine))
+    assert r.status_code == 200 and r.json() == people
+    same = await engine.get("/v1/entities", type="person", entity_type="person")
+    assert same.status_code == 200 and same.json() == people
+    clash = await engine.get("/v1/entities", type="person", entity_type="place")
+    assert clash.status_code == 422
+    assert clash.json()["detail"][0]["loc"] == ["query", "entity_type"]
 
     for params in ({"limit": 0}, {"limit": 501}, {"offset": -1}, {"type": ""}, {"type": "x" * 65}):
         assert (await engine.get("/v1/entities", **params)).status_code == 422, params
@@ -718,6 +766,7 @@ async def test_stats(engine: Engine, settings: Settings) -> None:
     assert empty["sessions"] == {"total": 0, "open": 0, "ended": 0}
     assert empty["segments"] == {"total": 0, "active": 0, "replaced": 0, "pinned": 0}
     assert empty["entities"] == 0 and empty["entity_mentions"] == 0
+    assert (empty["sessions_count"], empty["segments_count"], empty["entities_count"]) == (0, 0, 0)
     assert empty["ingest"] == {"files": 0, "bytes_ingested": 0, "last_ingest_at": None}
     assert empty["stages_failed"] == 0
     # No LLM and no graph configured: the fast extractor, nothing written to a graph.
@@ -784,6 +833,9 @@ async def test_stats(engine: Engine, settings: Settings) -> None:
     assert stats["sessions"] == {"total": 2, "open": 0, "ended": 2}
     assert stats["segments"] == {"total": 5, "active": 4, "replaced": 1, "pinned": 1}
     assert stats["entities"] == 1 and stats["entity_mentions"] == 1
+    # The design's counts: every session, the segments in memory (the sweep's replacement
+    # counted once), the entities.
+    assert (stats["sessions_count"], stats["segments_count"], stats["entities_count"]) == (2, 4, 1)
     assert stats["ingest"]["files"] == 2
     assert stats["ingest"]["bytes_ingested"] == p1.stat().st_size + p2.stat().st_size
     assert stats["ingest"]["last_ingest_at"] is not None

@@ -174,7 +174,7 @@ async def test_a_re_ingested_segment_keeps_the_point_its_embed_job_writes(
 
 
 async def _events(engine: Engine, check_id: str) -> list[dict[str, Any]] | None:
-    r = await engine.get("/v1/events", creature="ouroboros", limit=200)
+    r = await engine.get("/v1/events", creature="sea-cucumber", limit=200)
     found = [e for e in r.json()["events"] if e["data"].get("check_id") == check_id]
     return found if any(e["event_type"] == "complete" for e in found) else None
 

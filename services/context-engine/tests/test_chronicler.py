@@ -4,6 +4,7 @@ batched persistence through an outage and past rows PostgreSQL refuses, warm sta
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -24,7 +25,7 @@ from her_os_shared.events import ObservabilityEvent
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
-def ev(i: int, creature: str = "otter", **kw: Any) -> ObservabilityEvent:
+def ev(i: int, creature: str = "chimera", **kw: Any) -> ObservabilityEvent:
     return ObservabilityEvent.for_creature(
         creature, "metric", data={"i": i}, timestamp=T0 + timedelta(seconds=i), **kw
     )
@@ -84,18 +85,18 @@ async def test_the_ring_holds_its_capacity_and_queries_say_when_it_no_longer_cov
         assert ch.covered_after == T0 + timedelta(seconds=14)
 
         recent = await ch.query(EventFilter(), limit=5, offset=0)
-        assert recent["source"] == "ring" and recent["next_offset"] == 5
+        assert recent["source"] == "buffer" and recent["next_offset"] == 5
         assert [e["data"]["i"] for e in recent["events"]] == [24, 23, 22, 21, 20]
         # The ring holds 10: a page reaching past them, or a range starting before the
         # ring's coverage, is PostgreSQL's to answer.
         deep = await ch.query(EventFilter(), limit=5, offset=10)
-        assert deep["source"] == "postgres"
+        assert deep["source"] == "db"
         assert [e["data"]["i"] for e in deep["events"]] == [14, 13, 12, 11, 10]
         old = await ch.query(EventFilter(since=T0), limit=100, offset=0)
-        assert old["source"] == "postgres" and len(old["events"]) == 25
+        assert old["source"] == "db" and len(old["events"]) == 25
         assert old["next_offset"] is None
         late = await ch.query(EventFilter(since=T0 + timedelta(seconds=20)), limit=100, offset=0)
-        assert late["source"] == "ring" and len(late["events"]) == 5
+        assert late["source"] == "buffer" and len(late["events"]) == 5
     finally:
         await ch.stop()
 
@@ -117,8 +118,8 @@ async def test_a_retried_event_is_recorded_once(events_pool: AsyncEngine, db_url
 def test_an_invalid_in_process_event_is_logged_and_dropped_never_raised() -> None:
     ch = Chronicler(None, Settings(internal_token=TOKEN))  # type: ignore[arg-type]
     assert ch.record_event("no-such-creature", "start") is None
-    assert ch.record_event("otter", "no-such-type") is None
-    assert ch.record_event("otter", "error", reasoning="nul \x00 here") is None
+    assert ch.record_event("chimera", "no-such-type") is None
+    assert ch.record_event("chimera", "error", reasoning="nul \x00 here") is None
     assert ch.counters.invalid == 3 and len(ch.ring) == 0
     event = ch.record_event("narwhal", "metric", data={"n": 1})
     assert event is not None and (event.service, event.zone) == ("context-engine", "thinking")
@@ -132,7 +133,11 @@ async def test_subscribers_get_new_events_and_a_lagging_one_is_told_what_it_lost
     ch.record([ev(i) for i in range(3)])
     fast, catchup = ch.subscribe(EventFilter(), catchup=2)
     slow, _ = ch.subscribe(EventFilter(), catchup=0)
-    assert catchup.count(b"event: catchup\n") == 2 and b'"i":2' in catchup
+    # Catch-up frames are plain messages too, their JSON marked; each still a JSON object.
+    assert catchup.count(b'"catchup":true}\n\n') == 2 and b'"i":2' in catchup
+    assert b"event:" not in catchup
+    frames = [line[6:] for line in catchup.split(b"\n") if line.startswith(b"data: ")]
+    assert [json.loads(f)["catchup"] for f in frames] == [True, True]
     assert ch.subscribers == 2
 
     ch.record([ev(3)])
@@ -176,7 +181,7 @@ async def test_a_resumed_subscriber_gets_what_followed_its_last_event() -> None:
     assert chunk is not None and [int(x) for x in _is(chunk)] == [7, 8, 9]
     # An id the ring does not hold: the usual catch-up instead.
     _, first = ch.subscribe(EventFilter(), last_event_id="f" * 32, catchup=3)
-    assert first.count(b"event: catchup\n") == 3
+    assert first.count(b'"catchup":true}') == 3
 
 
 def _is(chunk: bytes) -> list[bytes]:
@@ -218,7 +223,7 @@ async def test_events_recorded_during_an_outage_are_written_when_postgresql_is_b
         try:
             # Callers never fail, and never wait for PostgreSQL.
             for i in range(9):
-                assert ch.record_event("otter", "metric", data={"i": i}) is not None
+                assert ch.record_event("chimera", "metric", data={"i": i}) is not None
             assert not await ch.flush()
             # The backlog is bounded: the 3 oldest are dropped (and counted), 6 wait.
             assert ch.backlog == 6 and ch.counters.persist_dropped == 3
@@ -252,9 +257,9 @@ async def test_a_row_postgresql_refuses_is_dropped_and_the_rest_of_its_batch_wri
     ch = Chronicler(events_pool, make_settings(db_url))
     await ch.start()
     try:
-        ch.record_event("otter", "start", data={"i": 1})
-        ch.record_event("otter", "error", reasoning="refuse me")
-        ch.record_event("otter", "complete", data={"i": 3})
+        ch.record_event("chimera", "start", data={"i": 1})
+        ch.record_event("chimera", "error", reasoning="refuse me")
+        ch.record_event("chimera", "complete", data={"i": 3})
         assert await ch.flush()
         assert ch.counters.persisted == 2 and ch.counters.persist_dropped == 1
         assert ch.backlog == 0

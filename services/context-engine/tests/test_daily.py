@@ -111,7 +111,7 @@ async def whale_events(engine: Engine) -> list[dict[str, Any]]:
     return await query(
         engine,
         "SELECT event_type, session_id, data FROM observability_events"
-        " WHERE creature = 'whale' AND session_id LIKE 'reflection-%' ORDER BY timestamp",
+        " WHERE creature = 'phoenix' AND session_id LIKE 'reflection-%' ORDER BY timestamp",
     )
 
 
@@ -122,7 +122,7 @@ async def test_a_day_is_reflected_on_from_what_was_said(engine: Engine, settings
     assert found["date"] == DAY
     assert found["generated_by"] == GENERATED_DETERMINISTIC
     assert found["session_id"] == REFLECTION
-    summary = found["summary"]
+    summary = found["details"]  # the structured summary the text is written from
     assert summary["timezone"] == TZ and summary["complete"] is True
     assert summary["counts"]["sessions"] == 2 and summary["counts"]["segments"] == 6
     assert [(s["session_id"], s["start"], s["speakers"]) for s in summary["sessions"]] == [
@@ -158,6 +158,14 @@ async def test_a_day_is_reflected_on_from_what_was_said(engine: Engine, settings
     ]
     assert summary["what_happened"] == happened
     said = found["text"]
+
+    # The design's fields: the prose as `summary`, names, and the count of conversations.
+    assert found["summary"] == said
+    assert found["people"] == [p["name"] for p in summary["people"]] and "Priya" in found["people"]
+    assert found["topics"] == [t["name"] for t in summary["topics"]]
+    assert found["promises"] == [made["name"]]
+    assert found["sessions_count"] == 2
+    assert found["emotional_arc"] == summary["emotional_arc_text"] != ""
     assert said.startswith(f"Reflection on Sunday 1 June 2025. {' '.join(happened)}\n\n")
     assert "\n\nThere were 2 conversations: 09:00–09:02 with Asha and Ravi" in said
     assert "Priya (" in said and "Paris" in said
@@ -246,7 +254,7 @@ async def test_idempotent_per_day_and_made_again_when_the_day_changes(
     await ingest(engine, "n1")
     await wait_extracted(engine, "n1")
     changed = await daily(engine)
-    assert changed["summary"]["counts"]["sessions"] == 3
+    assert changed["details"]["counts"]["sessions"] == 3
     assert changed["text"].startswith("Reflection on Sunday 1 June 2025. Asha's spouse is Priya.")
     assert "\n\nThere were 3 conversations" in changed["text"]
     assert changed["created_at"] == first["created_at"]
@@ -268,8 +276,8 @@ async def test_local_day_boundaries(engine: Engine, settings: Settings) -> None:
         ("Ravi", "Past midnight already, the bakery opens at six.", "sad", 0.6),
     ], step_s=1200)  # fmt: skip
     await ingest(engine, "late")
-    first = (await daily(engine, "2025-06-01"))["summary"]
-    second = (await daily(engine, "2025-06-02"))["summary"]
+    first = (await daily(engine, "2025-06-01"))["details"]
+    second = (await daily(engine, "2025-06-02"))["details"]
     assert first["counts"]["segments"] == 1 and second["counts"]["segments"] == 1
     assert first["sessions"][0]["start"] == "23:50" and second["sessions"][0]["start"] == "00:10"
     assert [a["part"] for a in first["emotional_arc"]] == ["evening"]
@@ -284,12 +292,14 @@ async def test_local_day_boundaries(engine: Engine, settings: Settings) -> None:
 async def test_an_empty_day_the_future_and_bad_dates(engine: Engine, settings: Settings) -> None:
     empty = await daily(engine, "2024-01-01")
     assert empty["text"] == "Reflection on Monday 1 January 2024: nothing was recorded that day."
-    assert empty["session_id"] is None and empty["summary"]["counts"]["segments"] == 0
+    assert empty["session_id"] is None and empty["details"]["counts"]["segments"] == 0
+    assert (empty["summary"], empty["sessions_count"]) == (empty["text"], 0)
+    assert empty["people"] == empty["topics"] == empty["promises"] == []
     assert not (settings.transcripts_dir / "reflection-2024-01-01.jsonl").exists()
 
     today = await daily(engine, None)  # default: today in the configured timezone
     assert today["date"] == local_today(TZ).isoformat()
-    assert today["summary"]["complete"] is False
+    assert today["details"]["complete"] is False
 
     tomorrow = (local_today(TZ) + timedelta(days=1)).isoformat()
     for bad in ("2025-13-01", "2025-02-30", "yesterday", "2025-6-1", tomorrow):
@@ -339,7 +349,7 @@ async def test_with_an_llm_the_reflection_is_its_answer(settings: Settings) -> N
                 "You spent the morning planning Priya's trip.\n\n"
                 "The evening was heavier: the move to Pune weighs on you."
             )
-            assert found["summary"]["counts"]["segments"] == 7  # the summary is still ours
+            assert found["details"]["counts"]["segments"] == 7  # the summary is still ours
             detail = (await engine.get(f"/v1/sessions/{REFLECTION}")).json()
             assert len(detail["segments"]) == 3
 
@@ -365,7 +375,7 @@ async def test_with_an_llm_the_reflection_is_its_answer(settings: Settings) -> N
             fallback = await daily(engine, "2025-06-02")
             assert fallback["generated_by"] == GENERATED_FALLBACK
             assert fallback["text"].startswith("Reflection on Monday 2 June 2025. There was one")
-            assert "LLMUnavailableError" in fallback["summary"]["llm_error"]
+            assert "LLMUnavailableError" in fallback["details"]["llm_error"]
             errors = [e for e in await whale_events(engine) if e["event_type"] == "error"]
             assert [e["session_id"] for e in errors] == ["reflection-2025-06-02"]
             # Not retried at once: the same inputs return the stored fallback.

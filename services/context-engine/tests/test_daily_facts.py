@@ -318,6 +318,8 @@ def test_no_emotion_says_nothing_about_the_mood_and_a_promise_kept_at_once_says_
     out = old.as_dict()
     assert out["facts_new"] == out["facts_changed"] == out["promises_kept"] == []
     assert out["what_happened"] == [] and out["emotional_arc"] == ""
+    assert out["people"] == out["topics"] == out["promises"] == [] and out["sessions_count"] == 0
+    assert out["summary"] == out["text"] == "t" and out["details"] == {"promises": {}}
 
 
 def test_a_day_with_no_news_reads_as_before() -> None:

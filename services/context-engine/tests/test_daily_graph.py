@@ -92,7 +92,7 @@ async def daily(engine: Engine, day: str) -> dict[str, Any]:
 
 async def test_the_first_day_tells_what_became_known(engine: Engine) -> None:
     found = await daily(engine, "2025-03-03")
-    assert found["summary"]["facts_source"] == "graph"
+    assert found["details"]["facts_source"] == "graph"
     assert found["facts_changed"] == []
     new = {f["statement"]: f for f in found["facts_new"]}
     assert {"Tariq lives in Lucknow", "Nisha drinks coffee"} <= set(new), new
@@ -105,7 +105,7 @@ async def test_a_move_and_a_switch_are_told_as_changes_with_the_promise_and_the_
     engine: Engine,
 ) -> None:
     found = await daily(engine, "2025-03-08")
-    assert found["summary"]["facts_source"] == "graph"
+    assert found["details"]["facts_source"] == "graph"
     changes = {c["statement"]: c for c in found["facts_changed"]}
     move = changes.get("Tariq moved from Lucknow to Bhopal")
     assert move is not None, list(changes)
@@ -139,7 +139,7 @@ async def test_a_move_and_a_switch_are_told_as_changes_with_the_promise_and_the_
         "The mood went from happy in the morning to sad in the evening."
     )
     assert found["emotional_arc"] in rest
-    assert found["summary"]["facts_changed"] == found["facts_changed"]
+    assert found["details"]["facts_changed"] == found["facts_changed"]
 
     # Without the graph (PostgreSQL's extracted relations, the same rules) the day's news
     # reads the same.

@@ -23,7 +23,7 @@ STREAM = "audio-pipeline-2026112212"  # the audio pipeline's hourly stream name
 
 def audio_events(session_id: str, n: int, first: int = 0) -> list[ObservabilityEvent]:
     now = datetime.now(UTC)
-    creatures = ("seahorse", "cerberus", "jellyfish", "siren", "dolphin")
+    creatures = ("seahorse", "cuttlefish", "siren", "cerberus", "hydra")
     return [
         ObservabilityEvent.for_creature(
             creatures[i % len(creatures)],
@@ -79,9 +79,9 @@ async def test_events_written_by_the_audio_pipeline_are_stored_and_streamed(
     ids = await wait_stored(engine, 5)
     assert ids == [e.event_id for e in first + more]
     page = (await engine.get("/v1/events", service="audio-pipeline")).json()
-    assert page["source"] == "ring"
+    assert page["source"] == "buffer"
     assert [e["data"]["i"] for e in page["events"]] == [4, 3, 2, 1, 0]
-    assert page["events"][0]["creature"] == "dolphin" and page["events"][0]["zone"] == "listening"
+    assert page["events"][0]["creature"] == "hydra" and page["events"][0]["zone"] == "listening"
 
     (offset,) = await query(engine, 'SELECT path, "offset", size FROM event_offsets')
     assert offset["path"] == str(path) and offset["offset"] == path.stat().st_size
@@ -134,3 +134,16 @@ async def test_bad_lines_and_expired_events_are_skipped(engine: Engine, settings
     assert await wait_stored(engine, 1) == [good.event_id]
     (offset,) = await query(engine, 'SELECT "offset" FROM event_offsets')
     assert offset["offset"] == sum(len(x) for x in lines)  # the bad lines are behind us
+
+
+async def test_a_file_of_the_old_registry_is_read_under_todays_names(
+    engine: Engine, settings: Settings
+) -> None:
+    # An audio pipeline from before ADR 0021 wrote its speech emotion as dolphin.
+    now = audio_events("s4", 1)[0].model_dump(mode="json")
+    old = now | {"creature": "dolphin", "process": "speech_emotion"}
+    settings.events_dir.mkdir(parents=True, exist_ok=True)
+    (settings.events_dir / f"{STREAM}.jsonl").write_text(json.dumps(old) + "\n")
+    assert await wait_stored(engine, 1) == [old["event_id"]]
+    (row,) = await query(engine, "SELECT creature, process, zone FROM observability_events")
+    assert row == {"creature": "hydra", "process": "ser-emotion", "zone": "listening"}

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -30,13 +31,14 @@ from engine_harness import (
 )
 
 from context_engine.config import Settings
+from her_os_shared.creatures import CREATURES
 from her_os_shared.events import ObservabilityEvent
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 AUTH = {"X-Internal-Token": TOKEN}
 
 
-def event(i: int, creature: str = "otter", **kw: Any) -> dict[str, Any]:
+def event(i: int, creature: str = "chimera", **kw: Any) -> dict[str, Any]:
     """An event as annie-voice would post it (the contract's JSON)."""
     e = ObservabilityEvent.for_creature(
         creature, kw.pop("event_type", "metric"), data={"i": i},
@@ -55,16 +57,16 @@ async def emit(client: httpx.AsyncClient, events: list[Any], **headers: str) -> 
 async def test_emit_validates_each_event_on_its_own(engine: Engine) -> None:
     good = [event(1), event(2, "mermaid", event_type="start", session_id="call-1")]
     wrong_zone = event(3) | {"zone": "listening"}
-    unknown = event(4) | {"creature": "unicorn"}
+    unknown = event(4) | {"creature": "yeti"}
     missing = {k: v for k, v in event(5).items() if k != "event_type"}
     r = await emit(engine.client, [good[0], wrong_zone, unknown, "not an event", missing, good[1]])
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["accepted"] == 2 and body["total"] == 6
-    errors = {x["index"]: x["error"] for x in body["rejected"]}
+    assert (body["accepted"], body["rejected"], body["total"]) == (2, 4, 6)
+    errors = {x["index"]: x["error"] for x in body["errors"]}
     assert set(errors) == {1, 2, 3, 4}
-    assert "zone listening does not match creature 'otter', which is acting" in errors[1]
-    assert "unknown creature 'unicorn'" in errors[2]
+    assert "zone listening does not match creature 'chimera', which is acting" in errors[1]
+    assert "unknown creature 'yeti'" in errors[2]
     assert "must be a JSON object" in errors[3]
     assert "event_type: Field required" in errors[4]
 
@@ -72,30 +74,111 @@ async def test_emit_validates_each_event_on_its_own(engine: Engine) -> None:
     page = (await engine.get("/v1/events", creature="mermaid")).json()
     (mermaid,) = page["events"]
     assert (mermaid["service"], mermaid["process"], mermaid["zone"]) == (
-        "annie-voice", "voice_session", "acting",
+        "annie-voice", "chat-session", "thinking",
     )  # fmt: skip
     assert mermaid["session_id"] == "call-1" and mermaid["event_id"] == good[1]["event_id"]
 
 
 async def test_emit_refuses_a_malformed_body_and_accepts_a_retry_once(engine: Engine) -> None:
-    assert (
-        await engine.client.post("/v1/events/emit", json=[event(1)], headers=AUTH)
-    ).status_code == 422
+    for body in ({"event": []}, "events", 7, {"events": {"a": 1}}):
+        r = await engine.client.post("/v1/events/emit", json=body, headers=AUTH)
+        assert r.status_code == 422, body
     too_many = await emit(engine.client, [event(i) for i in range(1001)])
     assert too_many.status_code == 422
+    bare = await engine.client.post(
+        "/v1/events/emit", json=[event(i) for i in range(1001)], headers=AUTH
+    )
+    assert bare.status_code == 422
     nul = await emit(engine.client, [event(1) | {"reasoning": "a\x00b"}])
-    assert nul.json()["accepted"] == 0 and "NUL" in nul.json()["rejected"][0]["error"]
+    assert nul.json()["accepted"] == 0 and "NUL" in nul.json()["errors"][0]["error"]
 
     same = event(7)
     for _ in range(2):  # a client retrying the same batch
         r = await emit(engine.client, [same])
-        assert r.json() == {"accepted": 1, "rejected": [], "total": 1}
+        assert r.json() == {"accepted": 1, "rejected": 0, "total": 1, "errors": []}
     page = (await engine.get("/v1/events", since="2000-01-01T00:00:00Z")).json()
-    assert page["source"] == "ring"  # the ring holds all history yet
+    assert page["source"] == "buffer"  # the ring holds all history yet
     assert [e["event_id"] for e in page["events"]] == [same["event_id"]]
     assert engine.runtime.chronicler.counters.duplicates == 1
     stored = await query(engine, "SELECT event_id FROM observability_events")
     assert stored == [{"event_id": same["event_id"]}]
+
+
+# --- the design's requests (docs/api.md; the design's §6 "Context Engine"), verbatim ---
+
+DESIGN_UUID = "550e8400-e29b-41d4-a716-446655440000"
+# The design's emit example, byte for byte (skipped while the registry lacks the design's
+# serpent; the bare array and UUID ids are also checked on their own below).
+DESIGN_EMIT = """[
+  {"creature": "serpent", "event_type": "complete", "service": "annie-voice",
+   "process": "whisper-stt-annie", "zone": "acting",
+   "data": {"duration_ms": 450}, "reasoning": "STT completed"}
+]"""
+
+
+@pytest.mark.skipif("serpent" not in CREATURES, reason="the design's creature names")
+async def test_the_design_emit_example_verbatim(engine: Engine) -> None:
+    headers = AUTH | {"Content-Type": "application/json"}
+    r = await engine.client.post("/v1/events/emit", content=DESIGN_EMIT, headers=headers)
+    assert r.status_code == 200, r.text
+    assert r.json() == {"accepted": 1, "rejected": 0, "total": 1, "errors": []}
+
+
+async def test_emit_takes_a_bare_array_and_uuid_event_ids(engine: Engine) -> None:
+    e = event(1, "serpent") | {"event_id": DESIGN_UUID}
+    r = await engine.client.post("/v1/events/emit", json=[e], headers=AUTH)
+    assert r.status_code == 200, r.text
+    assert r.json() == {"accepted": 1, "rejected": 0, "total": 1, "errors": []}
+    # Kept as 32 lowercase hex digits: the same event in our form or in capitals is a retry.
+    (stored,) = (await engine.get("/v1/events", creature="serpent")).json()["events"]
+    assert stored["event_id"] == DESIGN_UUID.replace("-", "")
+    same = [e | {"event_id": DESIGN_UUID.replace("-", "")}, e | {"event_id": DESIGN_UUID.upper()}]
+    assert (await emit(engine.client, same)).json()["accepted"] == 2
+    assert engine.runtime.chronicler.counters.duplicates == 2
+    await engine.runtime.chronicler.flush()
+    rows = await query(engine, "SELECT event_id FROM observability_events")
+    assert rows == [{"event_id": DESIGN_UUID.replace("-", "")}]
+    # Not a UUID: refused, naming the field.
+    bad = ["550e8400-e29b-41d4-a716", "g" * 32, DESIGN_UUID + "\n", "{" + DESIGN_UUID + "}"]
+    r = await engine.client.post(
+        "/v1/events/emit", json=[e | {"event_id": b} for b in bad], headers=AUTH
+    )
+    assert (r.json()["accepted"], r.json()["rejected"]) == (0, 4)
+    assert all(x["error"].startswith("event_id: ") for x in r.json()["errors"])
+
+
+async def test_the_time_machine_as_the_design_asks_for_it(engine: Engine) -> None:
+    await emit(engine.client, [event(i, "kraken" if i % 2 else "serpent") for i in range(40)])
+    start, end = T0 + timedelta(seconds=30), T0 + timedelta(seconds=34)
+    iso = "%Y-%m-%dT%H:%M:%SZ"
+    url = f"/v1/events?start={start.strftime(iso)}&end={end.strftime(iso)}&source=db"
+    db = (await engine.client.get(url, headers=AUTH)).json()
+    assert db["source"] == "db" and db["total"] == 4 == len(db["events"])
+    assert [e["data"]["i"] for e in db["events"]] == [33, 32, 31, 30]
+    # `start`/`end` are `since`/`until`; recent enough for the ring, it answers by default.
+    ours = (await engine.get("/v1/events", since=start.isoformat(), until=end.isoformat())).json()
+    assert ours["source"] == "buffer" and ours["events"] == db["events"]
+    # source=buffer: the ring alone, what it holds (the last 30 of 40 here), even when older
+    # events match; source=db: all of them.
+    held = (await engine.get("/v1/events", start=T0.isoformat(), source="buffer")).json()
+    assert held["source"] == "buffer" and held["total"] == 30
+    every = (await engine.get("/v1/events", start=T0.isoformat(), source="db")).json()
+    assert every["source"] == "db" and every["total"] == 40
+    # The design's recent-events query: `total` counts the events of the answer.
+    krakens = (await engine.client.get("/v1/events?creature=kraken&limit=50", headers=AUTH)).json()
+    assert krakens["total"] == 20 == len(krakens["events"]) and krakens["source"] == "db"
+    page = (await engine.get("/v1/events", creature="kraken", limit=5)).json()
+    assert page["total"] == 5 and page["next_offset"] == 5
+    # One parameter under two names with two values: which one was meant? A 422, not a guess.
+    for params, where in (
+        ({"since": start.isoformat(), "start": end.isoformat()}, "start"),
+        ({"until": start.isoformat(), "end": end.isoformat()}, "end"),
+        ({"source": "ring"}, "source"),
+    ):
+        r = await engine.get("/v1/events", **params)
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", where], params
+    same = await engine.get("/v1/events", since=start.isoformat(), start=start.isoformat())
+    assert same.status_code == 200
 
 
 # --- GET /v1/events ---
@@ -110,13 +193,13 @@ def settings(settings: Settings) -> Settings:
 async def test_recent_events_come_from_the_ring_and_older_ones_from_postgresql(
     engine: Engine,
 ) -> None:
-    events = [event(i, "otter" if i % 2 else "seahorse") for i in range(40)]
+    events = [event(i, "chimera" if i % 2 else "seahorse") for i in range(40)]
     assert (await emit(engine.client, events)).json()["accepted"] == 40
     # Only the last 30 are in memory.
     assert len(engine.runtime.chronicler.ring) == 30
 
     recent = (await engine.get("/v1/events", limit=5)).json()
-    assert recent["source"] == "ring"
+    assert recent["source"] == "buffer"
     assert [e["data"]["i"] for e in recent["events"]] == [39, 38, 37, 36, 35]
     assert recent["limit"] == 5 and recent["offset"] == 0 and recent["next_offset"] == 5
     assert set(recent["events"][0]) == {
@@ -125,8 +208,8 @@ async def test_recent_events_come_from_the_ring_and_older_ones_from_postgresql(
     }  # fmt: skip
 
     # Filters, and paging through them.
-    otters = (await engine.get("/v1/events", creature="otter", limit=4, offset=4)).json()
-    assert otters["source"] == "ring"
+    otters = (await engine.get("/v1/events", creature="chimera", limit=4, offset=4)).json()
+    assert otters["source"] == "buffer"
     assert [e["data"]["i"] for e in otters["events"]] == [31, 29, 27, 25]
 
     # A range that starts before what the ring holds: PostgreSQL, complete.
@@ -135,7 +218,7 @@ async def test_recent_events_come_from_the_ring_and_older_ones_from_postgresql(
     ranged = (
         await engine.get("/v1/events", since=since.isoformat(), until=until.isoformat(), limit=4)
     ).json()
-    assert ranged["source"] == "postgres" and ranged["next_offset"] == 4
+    assert ranged["source"] == "db" and ranged["next_offset"] == 4
     assert [e["data"]["i"] for e in ranged["events"]] == [11, 10, 9, 8]
     rest = (
         await engine.get(
@@ -145,11 +228,11 @@ async def test_recent_events_come_from_the_ring_and_older_ones_from_postgresql(
     assert [e["data"]["i"] for e in rest["events"]] == [3, 2] and rest["next_offset"] is None
     both = (
         await engine.get(
-            "/v1/events", creature="seahorse,otter", service="audio-pipeline",
+            "/v1/events", creature="seahorse,chimera", service="audio-pipeline",
             event_type="metric", since="2026-03-01T12:00:00", limit=1000,
         )
     ).json()  # fmt: skip
-    assert both["source"] == "postgres"  # naive since = UTC, before the ring's coverage
+    assert both["source"] == "db"  # naive since = UTC, before the ring's coverage
     assert [e["data"]["i"] for e in both["events"]] == list(range(38, -1, -2))
 
     session = await emit(engine.client, [event(50, "mermaid", session_id="call-9")])
@@ -161,7 +244,7 @@ async def test_recent_events_come_from_the_ring_and_older_ones_from_postgresql(
 @pytest.mark.parametrize(
     ("params", "where"),
     [
-        ({"creature": "unicorn"}, "creature"),
+        ({"creature": "yeti"}, "creature"),
         ({"service": "mail"}, "service"),
         ({"event_type": "begin"}, "event_type"),
         ({"session_id": "../x"}, "session_id"),
@@ -284,21 +367,41 @@ async def test_a_subscriber_gets_a_catch_up_then_live_events(
         hello = await asyncio.wait_for(sse.next(), 30)
         assert hello.retry == 1000 and hello.comments == ["connected"]
         catchup = await sse.events(25)
-        assert {f.event for f in catchup} == {"catchup"}
+        # Plain messages (the design's client reads them with `onmessage`), marked in the JSON.
+        assert {f.event for f in catchup} == {"message"}
         assert [f.json["data"]["i"] for f in catchup] == list(range(25))
         assert [f.id for f in catchup] == [e["event_id"] for e in early]
+        assert all(f.json == early[i] | {"catchup": True} for i, f in enumerate(catchup))
 
         live = [event(100 + i, "mermaid") for i in range(3)]
         await emit(client, live)
         got = await sse.events(3)
         assert {f.event for f in got} == {"message"}  # EventSource's default: "message"
         assert [f.id for f in got] == [e["event_id"] for e in live]
-        assert got[0].json == live[0]
+        assert got[0].json == live[0]  # no catch-up mark on live events
 
         # In-process events stream too (the engine's own creatures).
         served.runtime.chronicler.record_event("narwhal", "metric", data={"probe": 1})
         (own,) = await sse.events(1)
         assert own.json["creature"] == "narwhal" and own.json["service"] == "context-engine"
+
+
+async def test_a_design_client_gets_the_catch_up_with_onmessage(
+    served: ServedEngine, client: httpx.AsyncClient
+) -> None:
+    early = [event(i, "serpent") for i in range(3)]
+    await emit(client, early)
+    # The design's URL, token in the query as it spells it.
+    async with client.stream("GET", f"/v1/events/stream?x_internal_token={TOKEN}") as r:
+        assert r.status_code == 200
+        sse = SseReader(r)
+        # What `onmessage` receives: every frame without an `event:` line.
+        frames = await sse.events(3)
+        assert {f.event for f in frames} == {"message"}
+        assert [f.json["event_id"] for f in frames] == [e["event_id"] for e in early]
+        await emit(client, [event(9, "serpent")])
+        (live,) = await sse.events(1)
+        assert live.event == "message" and live.json["data"]["i"] == 9
 
 
 async def test_catch_up_is_the_last_50_matching_the_filter(
@@ -308,18 +411,19 @@ async def test_catch_up_is_the_last_50_matching_the_filter(
     async with contextlib.aclosing(serve_engine(ring)) as engines:
         served = await anext(engines)
         async with httpx.AsyncClient(base_url=served.base_url, timeout=30) as c:
-            await emit(c, [event(i, "otter" if i % 3 else "dolphin") for i in range(120)])
+            await emit(c, [event(i, "chimera" if i % 3 else "hydra") for i in range(120)])
             async with c.stream(
-                "GET", "/v1/events/stream", params={"creature": "otter"}, headers=AUTH
+                "GET", "/v1/events/stream", params={"creature": "chimera"}, headers=AUTH
             ) as r:
                 sse = SseReader(r)
                 catchup = await sse.events(50)
                 wanted = [i for i in range(120) if i % 3][-50:]
                 assert [f.json["data"]["i"] for f in catchup] == wanted
-                assert {f.event for f in catchup} == {"catchup"}
-                await emit(c, [event(500, "dolphin"), event(501, "otter")])
+                assert {f.json.get("catchup") for f in catchup} == {True}
+                await emit(c, [event(500, "hydra"), event(501, "chimera")])
                 (live,) = await sse.events(1)
                 assert live.json["data"]["i"] == 501 and live.event == "message"
+                assert "catchup" not in live.json
 
 
 async def test_a_reconnect_with_last_event_id_resumes_without_loss(
@@ -332,12 +436,18 @@ async def test_a_reconnect_with_last_event_id_resumes_without_loss(
         sse = SseReader(r)
         resumed = await sse.events(4)
         assert [f.json["data"]["i"] for f in resumed] == [6, 7, 8, 9]
-        assert {f.event for f in resumed} == {"message"}  # new to this client: live
+        assert not any("catchup" in f.json for f in resumed)  # new to this client: live
+    # The id in the canonical UUID form (hyphens, any case) is the same event.
+    uuid_form = str(uuid.UUID(sent[7]["event_id"])).upper()
+    async with client.stream(
+        "GET", "/v1/events/stream", headers=AUTH | {"Last-Event-ID": uuid_form}
+    ) as r:
+        assert [f.json["data"]["i"] for f in await SseReader(r).events(2)] == [8, 9]
     # Unknown to the ring: the usual catch-up.
     params = {"token": TOKEN, "last_event_id": "0" * 32}
     async with client.stream("GET", "/v1/events/stream", params=params) as r:
         frames = await SseReader(r).events(10)
-        assert {f.event for f in frames} == {"catchup"}
+        assert {f.json.get("catchup") for f in frames} == {True}
 
 
 async def test_keepalive_comments_flow_while_nothing_happens(
@@ -412,7 +522,7 @@ async def test_the_token_in_the_query_never_reaches_the_access_log(
             async with c.stream("GET", "/v1/events/stream", params={"token": TOKEN}) as r:
                 assert r.status_code == 200
             wrong = await c.get(
-                "/v1/events/stream", params={"token": "w" * 32, "creature": "otter"}
+                "/v1/events/stream", params={"token": "w" * 32, "creature": "chimera"}
             )
             assert wrong.status_code == 401
 
@@ -431,7 +541,7 @@ async def test_the_token_in_the_query_never_reaches_the_access_log(
     assert TOKEN not in text and "w" * 32 not in text
     # the access log drops a /v1/ query as a whole (tokens and questions alike)
     assert any("/v1/events/stream?[redacted] HTTP" in x for x in lines)
-    assert not any("creature=otter" in x for x in lines)
+    assert not any("creature=chimera" in x for x in lines)
 
 
 # --- retention ---

@@ -87,7 +87,7 @@ async def test_a_conversation_becomes_entities(engine: Engine, settings: Setting
     assert {"subject": "Asha", "predicate": "spouse", "object": "Priya"} in relations
     events = await query(
         engine,
-        "SELECT event_type, data FROM observability_events WHERE creature = 'anglerfish'"
+        "SELECT event_type, data FROM observability_events WHERE creature = 'kraken'"
         " ORDER BY timestamp",
     )
     assert [e["event_type"] for e in events] == ["start", "complete"]

@@ -14,6 +14,7 @@ import pytest
 from engine_harness import Engine, eventually, ingest, query, start_engine, write_conversation
 
 from context_engine.config import Settings
+from her_os_shared.creatures import ENGINE_LLMS, engine_llm_creature
 
 pytestmark = pytest.mark.platform
 
@@ -253,9 +254,11 @@ async def test_with_an_llm_the_llm_extractor_and_add_episode_write_the_session(
                 ("session-l1", settings.graph_group_id)
             ]
             assert str(episodes[0]["at"]).startswith("2025-06-01T10:00:00")
-            # Every LLM call, the extractor's and graphiti's, is a leviathan event.
-            calls = (await engine.get("/v1/events", creature="leviathan", event_type="complete",
+            # Every LLM call, the extractor's and graphiti's, is an event of its model's creature.
+            llms = ",".join(sorted(ENGINE_LLMS))
+            calls = (await engine.get("/v1/events", creature=llms, event_type="complete",
                                       limit=1000)).json()["events"]  # fmt: skip
+            assert {e["creature"] for e in calls} == {engine_llm_creature(with_llm.llm_model)}
             schemas = {e["data"]["schema"] for e in calls}
             assert "memory_extraction" in schemas and len(schemas) >= 2
             assert len(calls) == len(llm.chat_requests())

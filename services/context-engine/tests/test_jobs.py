@@ -142,7 +142,7 @@ async def finalise_events(engine: Engine, session_id: str) -> int:
         return (
             await conn.execute(
                 text(
-                    "SELECT count(*) FROM observability_events WHERE creature = 'octopus'"
+                    "SELECT count(*) FROM observability_events WHERE creature = 'ouroboros'"
                     " AND event_type = 'complete' AND session_id = :s"
                     " AND data->>'stage' = 'finalise'"
                 ),
@@ -446,13 +446,13 @@ async def test_a_failing_stage_is_retried_then_dead_lettered(
     assert by_stage["always_failing"]["last_error"].startswith("RuntimeError")
     assert by_stage["finalise"]["status"] == "done"  # one stage's failure is its own
 
-    # Each failed attempt was an octopus error event; the last one says dead letter.
+    # Each failed attempt was an ouroboros (ingest) error event; the last says dead letter.
     await engine.runtime.chronicler.flush()  # events are written in batches
     async with engine.runtime.db.events.connect() as conn:
         events = (
             await conn.execute(
                 text(
-                    "SELECT data FROM observability_events WHERE creature = 'octopus'"
+                    "SELECT data FROM observability_events WHERE creature = 'ouroboros'"
                     " AND event_type = 'error' AND data->>'stage' = 'always_failing'"
                     " ORDER BY (data->>'attempt')::int"
                 )

@@ -186,14 +186,14 @@ async def test_the_daily_reflection_tells_made_kept_and_open(
 ) -> None:
     await write_memory(engine, settings)
     day1 = (await engine.get("/v1/daily", date="2025-06-01")).json()
-    made = day1["summary"]["promises"]["made"]
+    made = day1["details"]["promises"]["made"]
     assert {p["name"] for p in made} == {MOVERS, TICKETS, CONTRACT}
-    assert day1["summary"]["promises"]["open_total"] == 3
+    assert day1["details"]["promises"]["open_total"] == 3
     assert "3 promises were still open at the end of the day." in day1["text"]
 
     # The reflection of day 2 looks for fulfilments itself: the movers were called that day.
     day2 = (await engine.get("/v1/daily", date="2025-06-02")).json()
-    promises_ = day2["summary"]["promises"]
+    promises_ = day2["details"]["promises"]
     assert [p["name"] for p in promises_["kept"]] == [MOVERS]
     assert {p["name"] for p in promises_["open"]} == {TICKETS, CONTRACT}
     assert [p["name"] for p in day2["promises_kept"]] == [MOVERS]

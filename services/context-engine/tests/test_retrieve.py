@@ -159,7 +159,7 @@ def test_mmr_returns_distinct_candidates_from_the_pool(scores, lam, limit) -> No
 
 class AnsweringLegDouble:
     def __init__(self, name: str, cands: list[Candidate]) -> None:
-        self.name, self.creature, self.cands = name, "turtle", cands
+        self.name, self.creature, self.cands = name, "starfish", cands
         self.asked_k: int | None = None
 
     async def search(self, q: ContextQuery, k: int) -> list[Candidate]:
@@ -176,7 +176,7 @@ class HangingLegDouble:
 
 
 class FailingLegDouble:
-    name, creature = "graph", "kraken"
+    name, creature = "graph", "squid"
 
     async def search(self, q: ContextQuery, k: int) -> list[Candidate]:
         raise RuntimeError("graph server gone")

@@ -212,4 +212,5 @@ def test_tokens_in_query_strings_are_redacted_from_the_access_log() -> None:
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
-    assert "SECRET" not in done.stderr and "/v1/s?token=[redacted]&a=1" in done.stderr
+    # on /v1/ the access log drops the query whole (it may hold the owner's questions too)
+    assert "SECRET" not in done.stderr and "/v1/s?[redacted] HTTP/1.1" in done.stderr

@@ -8,34 +8,48 @@ from datetime import datetime
 import pytest
 from pydantic import ValidationError
 
-from her_os_shared.creatures import CREATURES, Service, Zone, creatures_of, get_creature
+from her_os_shared.creatures import (
+    CREATURES,
+    CreatureName,
+    Service,
+    Zone,
+    creatures_of,
+    get_creature,
+)
 from her_os_shared.errors import describe_validation_error
 from her_os_shared.events import EventType, ObservabilityEvent
 from her_os_shared.ids import InvalidIdError, validate_id
 from her_os_shared.transcript import TranscriptPayload
 
 
-def test_registry_has_27_creatures_in_three_zones_and_three_services() -> None:
-    assert len(CREATURES) == 27
+def test_registry_has_three_zones_and_three_services() -> None:
     assert {c.zone for c in CREATURES.values()} == set(Zone)
     assert {c.service for c in CREATURES.values()} == set(Service)
     # one creature per (service, process): an event can be routed by either key
-    assert len({(c.service, c.process) for c in CREATURES.values()}) == 27
-    for name in ("jellyfish", "siren", "cerberus", "hydra", "basilisk", "phoenix", "ouroboros"):
-        assert name in CREATURES
+    assert len({(c.service, c.process) for c in CREATURES.values()}) == len(CREATURES)
     assert [c.name for c in creatures_of("annie-voice")] == [
-        "mermaid",
-        "selkie",
-        "lanternfish",
-        "otter",
+        CreatureName.GARGOYLE,
+        CreatureName.SPHINX,
+        CreatureName.GRIFFIN,
+        CreatureName.LUNA_MOTH,
+        CreatureName.CENTAUR,
+        CreatureName.MINOTAUR,
+        CreatureName.LEVIATHAN,
+        CreatureName.SERPENT,
+        CreatureName.CHIMERA,
+        CreatureName.SELKIE,
+        CreatureName.NYMPH,
+        CreatureName.MERMAID,
+        CreatureName.LANTERNFISH,
     ]
 
 
 def test_event_built_from_creature_name_alone() -> None:
     ev = ObservabilityEvent.for_creature(
-        "jellyfish", "start", session_id="s1", data={"seconds": 3.5}, reasoning="new clip"
+        CreatureName.SIREN, "start", session_id="s1", data={"seconds": 3.5}, reasoning="new clip"
     )
-    assert (ev.service, ev.process, ev.zone) == ("audio-pipeline", "transcription", "listening")
+    assert (ev.service, ev.process, ev.zone) == ("audio-pipeline", "whisper-stt", "listening")
+    assert ev.creature == "siren" and type(ev.creature) is str
     assert ev.event_type is EventType.START
     assert len(ev.event_id) == 32 and ev.timestamp.tzinfo is not None
     again = ObservabilityEvent.model_validate_json(ev.model_dump_json())
@@ -43,12 +57,12 @@ def test_event_built_from_creature_name_alone() -> None:
 
 
 def test_event_that_disagrees_with_the_registry_is_refused() -> None:
-    fields = get_creature("basilisk")
+    fields = get_creature(CreatureName.BASILISK)
     with pytest.raises(ValidationError) as info:
         ObservabilityEvent(
             service="audio-pipeline",
             process=fields.process,
-            creature="basilisk",
+            creature=CreatureName.BASILISK,
             zone=fields.zone,
             event_type="error",
         )
@@ -58,7 +72,8 @@ def test_event_that_disagrees_with_the_registry_is_refused() -> None:
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        ({"creature": "unicorn"}, "creature"),
+        ({"creature": "dolphin"}, "creature"),  # a retired name, with today's process
+        ({"creature": "yeti"}, "creature"),
         ({"event_type": "explode"}, "event_type"),
         ({"session_id": "../../etc"}, "session_id"),
         ({"timestamp": "2026-01-01T00:00:00"}, "timestamp"),  # naive time is ambiguous
@@ -68,7 +83,7 @@ def test_event_that_disagrees_with_the_registry_is_refused() -> None:
     ],
 )
 def test_invalid_events_name_the_field(change: dict, field: str) -> None:
-    base = ObservabilityEvent.for_creature("turtle", "metric").model_dump(mode="json")
+    base = ObservabilityEvent.for_creature(CreatureName.STARFISH, "metric").model_dump(mode="json")
     with pytest.raises(ValidationError) as info:
         ObservabilityEvent.model_validate({**base, **change})
     message = describe_validation_error(info.value)
@@ -76,8 +91,8 @@ def test_invalid_events_name_the_field(change: dict, field: str) -> None:
 
 
 def test_unknown_creature_lists_the_known_ones() -> None:
-    with pytest.raises(KeyError, match="known: anglerfish, basilisk"):
-        ObservabilityEvent.for_creature("unicorn", "start")
+    with pytest.raises(KeyError, match="known: basilisk, centaur, cerberus"):
+        ObservabilityEvent.for_creature("otter", "start")
 
 
 def _payload(**over) -> dict:

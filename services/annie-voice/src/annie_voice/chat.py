@@ -39,10 +39,12 @@ from annie_voice.llm.base import (
     ToolCall,
     Usage,
 )
+from annie_voice.llm.pool import BackendPool
 from annie_voice.llm.toolfilter import ToolCallTextFilter
 from annie_voice.lookahead import MemoryLookahead
 from annie_voice.observe import Observer
 from annie_voice.tools.fetch import UrlProvenance, url_host
+from her_os_shared.creatures import CreatureName, responder_creature, tool_creature
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
@@ -126,6 +128,17 @@ class SessionBusyError(RuntimeError):
     """A turn is already running in this session."""
 
 
+class BackendConflictError(RuntimeError):
+    """A request named another backend than the one its session was created with."""
+
+    def __init__(self, session_id: str, backend: str, requested: str) -> None:
+        self.detail = (
+            f"session {session_id} runs llm_backend {backend!r}; it cannot switch to "
+            f"{requested!r} (start a new session for another backend, or omit llm_backend)"
+        )
+        super().__init__(self.detail)
+
+
 def _iso(when: datetime | None) -> str | None:
     return when.isoformat() if when else None
 
@@ -151,6 +164,11 @@ def memories_event(facts: Sequence[KnownFact], memories: Sequence[Memory]) -> Ch
     )  # fmt: skip
 
 
+def _lookahead_of(backend: ChatBackend) -> MemoryLookahead | None:
+    lookahead = getattr(backend, "lookahead", None)
+    return lookahead if isinstance(lookahead, MemoryLookahead) else None
+
+
 def summarise(result: dict[str, Any]) -> str:
     text = json.dumps(result, ensure_ascii=False, default=str)
     return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
@@ -164,9 +182,17 @@ class ChatService:
         engine: EngineClient | None,
         observer: Observer,
         tools: Sequence[Tool] = (),
+        backends: BackendPool | None = None,
     ) -> None:
+        """`backend`: the default responder; `backends`: those a session may choose instead
+        (None: the default alone)."""
         self.settings = settings
         self.backend = backend
+        self.backends = backends or BackendPool(settings, backend, None)
+        # Backend choices made before their session opens (POST /start: the voice pipeline
+        # opens the chat session at connect), by session id; kept past the open so a session
+        # evicted and opened again keeps its backend; bounded like the sessions.
+        self._reserved: OrderedDict[str, str] = OrderedDict()
         self.engine = engine
         self.observer = observer
         names = [t.name for t in tools]
@@ -197,7 +223,7 @@ class ChatService:
     # --- sessions ---
 
     async def brief(self, session: ChatSession, query: str | None) -> Briefing:
-        self.observer.emit("selkie", "start", session_id=session.id)
+        self.observer.emit(CreatureName.SPHINX, "start", session_id=session.id)
         briefing = await build_briefing(
             self.engine if self.settings.briefing_enabled else None,
             (query or "").strip() or self.settings.briefing_query,
@@ -208,26 +234,58 @@ class ChatService:
         )
         session.briefing = briefing
         self.observer.emit(
-            "selkie",
+            CreatureName.SPHINX,
             "error" if briefing.status == "unavailable" else "complete",
             session_id=session.id,
             data=briefing.info(),
         )
         return briefing
 
+    def reserve_backend(self, session_id: str, llm_backend: str | None) -> str:
+        """Fix the backend of a session not opened yet (a voice session at `/start`); returns
+        its name. Raises BackendUnavailableError."""
+        name = self.backends.resolve(llm_backend)
+        self.backends.get(name)  # built now: a failure belongs to /start, not to the call
+        self._reserved[session_id] = name
+        self._reserved.move_to_end(session_id)
+        while len(self._reserved) > self.settings.max_sessions:
+            self._reserved.popitem(last=False)
+        return name
+
+    def backend_of(self, session: ChatSession) -> ChatBackend:
+        return self.backends.get(session.backend)
+
     async def open_session(
-        self, session_id: str | None, first_message: str | None = None
+        self,
+        session_id: str | None,
+        first_message: str | None = None,
+        llm_backend: str | None = None,
     ) -> tuple[ChatSession, bool]:
         """The session with this id, or a new one (briefed from memory). Returns it and
-        whether it is new."""
+        whether it is new. `llm_backend` is a request's choice (None or `auto`: an existing
+        session's own, else the one reserved at /start, else the default), checked before
+        anything opens: unknown or unconfigured → BackendUnavailableError; another than the
+        session's → BackendConflictError. A session keeps its backend: its history holds the
+        memory it was briefed with, and a switch (say from a local model to Claude) would send
+        that history to another provider than the one the session was started with."""
+        explicit = llm_backend is not None and llm_backend != "auto"
+        wanted = self.backends.resolve(llm_backend) if explicit else None
         if session_id is not None:
             existing = self.sessions.get(session_id)
             if existing is not None:
+                if wanted is not None and wanted != existing.backend:
+                    raise BackendConflictError(existing.id, existing.backend, str(llm_backend))
                 return existing, False
-        session = ChatSession(id=session_id or uuid.uuid4().hex, backend=self.backend.name)
+            reserved = self._reserved.get(session_id)
+            if reserved is not None and wanted is not None and wanted != reserved:
+                raise BackendConflictError(session_id, reserved, str(llm_backend))
+            wanted = wanted or reserved
+        name = wanted or self.backend.name
+        backend = self.backends.get(name)
+        session = ChatSession(id=session_id or uuid.uuid4().hex, backend=backend.name)
         self.sessions.add(session)
         self.observer.emit(
-            "mermaid", "start", session_id=session.id, data={"backend": self.backend.name}
+            CreatureName.MERMAID, "start", session_id=session.id, data={"backend": backend.name}
         )
         session.memory_marker = await self._forget_marker()  # before the briefing it covers
         await self.brief(session, first_message)
@@ -261,10 +319,9 @@ class ChatService:
 
     @property
     def lookahead(self) -> MemoryLookahead | None:
-        """The backend's searches started ahead of a turn; only a backend that searches memory
-        on every turn (the offline responder) has one."""
-        lookahead = getattr(self.backend, "lookahead", None)
-        return lookahead if isinstance(lookahead, MemoryLookahead) else None
+        """The default backend's searches started ahead of a turn; only a backend that
+        searches memory on every turn (the offline responder) has one."""
+        return _lookahead_of(self.backend)
 
     async def prepare(self, message: str) -> None:
         """The user's next message, known before their turn ends (a voice transcript): start
@@ -339,7 +396,8 @@ class ChatService:
         self, session: ChatSession, message: str, *, new: bool
     ) -> AsyncIterator[ChatEvent]:
         started = time.monotonic()
-        lookahead = self.lookahead
+        backend = self.backend_of(session)
+        lookahead = _lookahead_of(backend)
         prepared = lookahead is not None and lookahead.pending(message)
         # A new session was briefed under the marker just read; a prepared search is used
         # only if nothing was forgotten since it started, which needs the marker now.
@@ -354,7 +412,7 @@ class ChatService:
                 "session_id": session.id,
                 "new": new,
                 "backend": session.backend,
-                "tools": sorted(self.tools) if self.backend.supports_tools else [],
+                "tools": sorted(self.tools) if backend.supports_tools else [],
                 "memory": briefing.info(),
                 "memory_reset": reset,
             },
@@ -370,7 +428,7 @@ class ChatService:
                 system = system_prompt(system, used)
                 session.holds_memory |= bool(used.text)
             yield memories_event(used.facts, used.memories)
-        tools = list(self.tools.values()) if self.backend.supports_tools else []
+        tools = list(self.tools.values()) if backend.supports_tools else []
         # The user's own words (typed, or the transcript of what they said) may name URLs.
         provenance = UrlProvenance(restricted=session.holds_memory, user_text=message)
         usage = Usage()
@@ -378,7 +436,10 @@ class ChatService:
         first_token_ms: int | None = None
         tool_runs = 0
         self.observer.emit(
-            "lanternfish", "start", session_id=session.id, data={"backend": self.backend.name}
+            responder_creature(backend.name),
+            "start",
+            session_id=session.id,
+            data={"backend": backend.name},
         )
         try:
             for round_no in range(self.settings.max_tool_rounds + 1):
@@ -386,7 +447,7 @@ class ChatService:
                 text_filter = ToolCallTextFilter(known_tools=[t.name for t in offered])
                 round_text: list[str] = []
                 calls: list[ToolCall] = []
-                async for item in self.backend.stream(
+                async for item in backend.stream(
                     system=system, messages=self._history_window(session), tools=offered
                 ):
                     if isinstance(item, TextDelta):
@@ -425,14 +486,17 @@ class ChatService:
                 for call in calls:
                     tool_runs += 1
                     self.observer.emit(
-                        "otter", "start", session_id=session.id, data={"tool": call.name}
+                        tool_creature(call.name),
+                        "start",
+                        session_id=session.id,
+                        data={"tool": call.name},
                     )
                     tool_started = time.monotonic()
                     result, links = await self._run_tool(call, provenance)
                     provenance.allow(links)
                     ok = "error" not in result
                     self.observer.emit(
-                        "otter",
+                        tool_creature(call.name),
                         "complete" if ok else "error",
                         session_id=session.id,
                         data={
@@ -456,6 +520,8 @@ class ChatService:
                             "id": call.id,
                             "name": call.name,
                             "args": call.arguments,
+                            # the design's name for the arguments (`tool_use {name, input}`)
+                            "input": call.arguments,
                             "ok": ok,
                             "result_summary": summarise(for_model),
                             **({"data": shown} if isinstance(shown, dict) else {}),
@@ -465,7 +531,10 @@ class ChatService:
             del session.history[mark:]
             log.warning("chat.llm_failed", session_id=session.id, error=str(exc))
             self.observer.emit(
-                "lanternfish", "error", session_id=session.id, data={"error": str(exc)[:500]}
+                responder_creature(backend.name),
+                "error",
+                session_id=session.id,
+                data={"error": str(exc)[:500]},
             )
             yield ChatEvent("error", {"message": str(exc), "kind": "llm"})
             return
@@ -479,11 +548,11 @@ class ChatService:
         session.turns += 1
         total_ms = int((time.monotonic() - started) * 1000)
         self.observer.emit(
-            "lanternfish",
+            responder_creature(backend.name),
             "complete",
             session_id=session.id,
             data={
-                "backend": self.backend.name,
+                "backend": backend.name,
                 "input_tokens": usage.input_tokens,
                 "output_tokens": usage.output_tokens,
                 "tool_calls": tool_runs,

@@ -40,11 +40,14 @@ class Memory:
         text = item.get("text")
         if not isinstance(text, str) or not text.strip():
             return None
-        when = _when(item.get("timestamp"))
+        # `spoken_at` (ISO) and `entity_refs` (objects) are the engine's own forms; `timestamp`
+        # (epoch) and `entities` ("type:name") are the design's, read when the others are absent.
+        when = _when(item.get("spoken_at", item.get("timestamp")))
         entities = tuple(
-            e["name"]
-            for e in item.get("entities") or []
-            if isinstance(e, dict) and isinstance(e.get("name"), str)
+            e["name"] if isinstance(e, dict) else e.partition(":")[2]
+            for e in item.get("entity_refs", item.get("entities")) or []
+            if (isinstance(e, dict) and isinstance(e.get("name"), str))
+            or (isinstance(e, str) and ":" in e)
         )
         score = item.get("relevance_score")
         speaker = item.get("speaker")
@@ -62,6 +65,12 @@ class Memory:
 
 
 def _when(raw: object) -> datetime | None:
+    """An ISO time, or the design's epoch seconds."""
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        try:
+            return datetime.fromtimestamp(raw, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
     if not isinstance(raw, str):
         return None
     try:

@@ -1,6 +1,7 @@
-"""Annie's observability: events of her creatures (mermaid: the session, selkie: the memory
-briefing, lanternfish: the responder LLM, otter: tools) go into a bounded queue and are
-POSTed to the engine's `/v1/events/emit` in batches every `events_flush_s` (2 s).
+"""Annie's observability: events of her creatures (the annie-voice ones of
+`her_os_shared.creatures`: the chat session, the memory briefing, the responder, each tool, the
+voice pipeline, its WebRTC connection, ears, voice and data channel) go into a bounded queue
+and are POSTed to the engine's `/v1/events/emit` in batches every `events_flush_s` (2 s).
 
 `emit` never blocks and never raises: when the queue is full the event is dropped and
 counted; when the engine is down the batch is dropped, counted and logged.
@@ -96,9 +97,10 @@ class Observer:
                 return accepted
             ok = answer.get("accepted", len(batch))
             ok = ok if isinstance(ok, int) else len(batch)
-            rejected = answer.get("rejected") or []
+            # `rejected`: a count (the design's form); a list from an engine before it
+            rejected = answer.get("rejected") or 0
             self.stats.sent += ok
-            self.stats.rejected += len(rejected) if isinstance(rejected, list) else 0
+            self.stats.rejected += len(rejected) if isinstance(rejected, list) else int(rejected)
             accepted += ok
         return accepted
 

@@ -12,7 +12,8 @@ from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from annie_voice.chat import ChatEvent, ChatService, ChatSession
+from annie_voice.chat import BackendConflictError, ChatEvent, ChatService, ChatSession
+from annie_voice.llm.pool import BackendUnavailableError, LlmBackendRequest
 from annie_voice.runtime import Runtime, tool_config
 from annie_voice.tools import tool_availability
 from annie_voice.voice.errors import VoiceBackendError
@@ -24,11 +25,31 @@ from her_os_shared.ids import SafeId
 MAX_MESSAGE_CHARS = 32000
 
 
+BACKEND_FIELD = Field(
+    default="auto",
+    description=(
+        "The responder: `auto` (the server's default, ANNIE_VOICE_LLM_BACKEND), `none` (the "
+        "offline memory responder), `openai` or its design name `qwen3.5-9b` (the "
+        "OpenAI-compatible LLM), `claude`. One not configured here → 422 naming the settings."
+    ),
+)
+
+
 class ChatRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     message: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
     session_id: SafeId | None = None
+    # A session keeps the backend it was created with: another one named later → 409.
+    llm_backend: LlmBackendRequest = BACKEND_FIELD
+
+
+class StartRequest(BaseModel):
+    """`POST /start`'s optional body (the design: the backend is chosen per session there)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    llm_backend: LlmBackendRequest = BACKEND_FIELD
 
 
 def get_runtime(request: Request) -> Runtime:
@@ -39,7 +60,15 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
 def _sse(event: ChatEvent) -> ServerSentEvent:
-    return ServerSentEvent(event=event.event, data=json.dumps(event.data, ensure_ascii=False))
+    """`event: <name>` for the project's clients, and the name again as the data's `type` for
+    a client that reads only `data:` lines (the design's frames)."""
+    data = {"type": event.event, **event.data}
+    return ServerSentEvent(event=event.event, data=json.dumps(data, ensure_ascii=False))
+
+
+def _backend_error(exc: BackendUnavailableError | BackendConflictError) -> HTTPException:
+    status = 409 if isinstance(exc, BackendConflictError) else 422
+    return HTTPException(status_code=status, detail=exc.detail)
 
 
 async def _stream(
@@ -64,7 +93,12 @@ def api_router(token: SecretStr | None) -> APIRouter:
             raise HTTPException(status_code=422, detail="message: must not be blank")
         if len(body.message) > limit:
             raise HTTPException(status_code=422, detail=f"message: longer than {limit} characters")
-        session, new = await runtime.chat.open_session(body.session_id, body.message)
+        try:
+            session, new = await runtime.chat.open_session(
+                body.session_id, body.message, body.llm_backend
+            )
+        except (BackendUnavailableError, BackendConflictError) as exc:
+            raise _backend_error(exc) from None
         if session.lock.locked():
             raise HTTPException(status_code=409, detail="a turn is already running in this session")
         return EventSourceResponse(_stream(runtime.chat, session, body.message, new))
@@ -124,11 +158,24 @@ def voice_router(token: SecretStr | None) -> APIRouter:
     router = APIRouter(dependencies=[Depends(require_token(token))], tags=["voice"])
 
     @router.post("/start", summary="Reserve a voice session (its id and backends)")
-    async def start(voice: VoiceDep) -> dict[str, Any]:
+    async def start(
+        voice: VoiceDep,
+        runtime: RuntimeDep,
+        body: Annotated[StartRequest | None, Body()] = None,  # none (or empty): the default
+    ) -> dict[str, Any]:
+        choice = body.llm_backend if body is not None else "auto"
+        try:
+            # checked (and built) before a voice session takes a slot
+            runtime.chat.backends.get(runtime.chat.backends.resolve(choice))
+        except BackendUnavailableError as exc:
+            raise _backend_error(exc) from None
         try:
             session = voice.start()
         except (VoiceSessionError, VoiceBackendError) as exc:
             raise _voice_error(exc) from None
+        if choice != "auto":
+            # the pipeline opens the chat session at connect; it takes this backend then
+            session.backends["llm"] = runtime.chat.reserve_backend(session.id, choice)
         return session.info()
 
     @router.post("/sessions/{session_id}/api/offer", summary="SDP offer → answer")

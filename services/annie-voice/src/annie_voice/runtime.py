@@ -12,7 +12,7 @@ import httpx
 from annie_voice.chat import ChatService
 from annie_voice.config import Settings
 from annie_voice.engine import EngineClient
-from annie_voice.llm import ChatBackend, Tool, create_backend
+from annie_voice.llm import BackendName, BackendPool, ChatBackend, Tool, create_backend
 from annie_voice.observe import Observer
 from annie_voice.tools import ToolConfig, make_tools
 from annie_voice.voice.sessions import VoiceSessions
@@ -41,9 +41,18 @@ class Runtime:
             batch_max=settings.events_batch_max,
         )
         self.backend = backend or create_backend(settings, self.engine)
+
+        def build(name: BackendName) -> ChatBackend:
+            return create_backend(settings, self.engine, name)
+
+        # The backends a session may choose (`llm_backend`): the default and those whose
+        # settings are complete, built when first chosen.
+        self.backends = BackendPool(settings, self.backend, build)
         if tools is None:  # the tools the settings enable
             tools = make_tools(tool_config(settings))
-        self.chat = ChatService(settings, self.backend, self.engine, self.observer, tools)
+        self.chat = ChatService(
+            settings, self.backend, self.engine, self.observer, tools, backends=self.backends
+        )
         # Voice sessions (Pipecat over SmallWebRTC); models load in the background at start
         # (voice_preload) or on the first session.
         self.voice = VoiceSessions(settings, self.chat)
@@ -61,7 +70,7 @@ class Runtime:
                 await self.preload
         await self.voice.close()  # peer connections and pipelines first
         await self.observer.stop()
-        await self.backend.aclose()
+        await self.backends.aclose()  # the default and any a session chose
         await self.engine.aclose()
 
     async def status(self) -> dict[str, object]:
@@ -69,6 +78,8 @@ class Runtime:
         return {
             "backend": self.backend.name,
             "model": getattr(self.backend, "model", None),
+            # what a request's llm_backend may choose here (the default first)
+            "backends": self.backends.available(),
             "tools": sorted(self.chat.tools) if self.backend.supports_tools else [],
             "engine": {
                 "url": self.settings.context_engine_url,

@@ -13,6 +13,7 @@ from audio_pipeline.routes import router
 from audio_pipeline.runtime import AudioRuntime
 from audio_pipeline.webhooks import router as webhook_router
 from her_os_shared.auth import require_token
+from her_os_shared.query import forbid_unknown_query
 from her_os_shared.service import create_service_app
 
 SERVICE = "audio-pipeline"
@@ -42,7 +43,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         health_check=healthy,
     )
-    v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_token(settings.internal_token))])
+    # Auth first (401 before 422); then a query parameter no route declares is a 422: the
+    # /v1 routes take their input from the path, the body or a declared query parameter, so
+    # a misspelt one (`end?swep=false`) must not be ignored.
+    v1 = APIRouter(
+        prefix="/v1",
+        dependencies=[
+            Depends(require_token(settings.internal_token)),
+            Depends(forbid_unknown_query()),
+        ],
+    )
     v1.include_router(router)
     app.include_router(v1)
     app.include_router(webhook_router)

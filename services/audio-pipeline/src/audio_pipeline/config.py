@@ -31,6 +31,13 @@ class Settings(ServiceSettings):
     # ending within `sweep_overlap_s` of a chunk's cut are redone in the next chunk.
     sweep_chunk_s: float = Field(default=300.0, ge=30)
     sweep_overlap_s: float = Field(default=3.0, ge=0, le=15)
+    # The design's background sweep: on, a live session whose newest speech is not swept yet
+    # is swept once no clip came for `sweep_idle_s`, and POST /v1/session/{id}/end sweeps what
+    # is left unless `?sweep=false`. Off: sweeps run only when asked (POST /v1/sweep/{id},
+    # `end?sweep=true`). Wearable sessions follow `wearable_sweep_on_end` instead.
+    sweep_auto: bool = True
+    # A pause this long (no new clip) ends a stretch of talk: the sweep then re-hears all of it.
+    sweep_idle_s: float = Field(default=30.0, gt=0)
 
     # --- wearable webhooks (wearable.py) ---
     # Omi-style clients cannot send headers: with this set, /webhook/* also accepts it as the

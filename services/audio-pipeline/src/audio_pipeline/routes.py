@@ -19,8 +19,9 @@ from fastapi import (
 from pydantic import BaseModel, ConfigDict, Field
 
 from audio_pipeline.audio import AudioClip, AudioError, decode_audio
+from audio_pipeline.responses import end_answer, transcribe_answer
 from audio_pipeline.runtime import AudioRuntime, SweepConflictError
-from her_os_shared.ids import ID_PATTERN, SafeId
+from her_os_shared.ids import ID_PATTERN, SafeId, SegmentId
 from her_os_shared.transcript import Emotion
 
 router = APIRouter()
@@ -34,6 +35,29 @@ def require_ready(runtime: AudioRuntime) -> None:
     """503 until the models are loaded (or with the reason a backend cannot load)."""
     if not runtime.ready.is_set():
         raise HTTPException(503, runtime.load_error or "models are loading; retry shortly")
+
+
+def one_upload(**fields: UploadFile | None) -> UploadFile:
+    """The one audio upload among alternative field names (`file`, the design's `audio`)."""
+    given = [f for f in fields.values() if f is not None]
+    names = " or ".join(repr(name) for name in fields)
+    if not given:
+        raise HTTPException(422, f"no audio: send the WAV as the multipart field {names}")
+    if len(given) > 1:
+        raise HTTPException(422, f"two audio files: send the WAV as one of {names}, not both")
+    return given[0]
+
+
+def check_stt_backend(runtime: AudioRuntime, name: str | None) -> None:
+    """`auto` (the design's value) or no value means the loaded backend; another name must be
+    the loaded one: the service runs one backend and never switches per request."""
+    loaded = runtime.settings.stt_backend
+    if name is not None and name not in ("auto", loaded):
+        raise HTTPException(
+            422,
+            f"stt_backend {name!r} is not loaded; this service runs {loaded!r} "
+            "(AUDIO_PIPELINE_STT_BACKEND); send 'auto' or that name",
+        )
 
 
 async def _clip(runtime: AudioRuntime, file: UploadFile) -> AudioClip:
@@ -68,41 +92,26 @@ async def status(runtime: RuntimeDep) -> dict[str, Any]:
 )
 async def transcribe(
     runtime: RuntimeDep,
-    file: Annotated[UploadFile, File(description="WAV audio (any rate, mono or stereo)")],
     session_id: IdForm,
+    file: Annotated[
+        UploadFile | None, File(description="WAV audio (any rate, mono or stereo)")
+    ] = None,
+    audio: Annotated[
+        UploadFile | None, File(description="the same, under the design's field name")
+    ] = None,
     device_id: IdForm = "unknown",
-    stt_backend: Annotated[str | None, Form()] = None,
+    stt_backend: Annotated[
+        str | None, Form(description="'auto' or the loaded backend's name")
+    ] = None,
     ser_all_speakers: Annotated[bool, Form()] = True,
 ) -> dict[str, Any]:
-    settings = runtime.settings
-    if stt_backend is not None and stt_backend != settings.stt_backend:
-        raise HTTPException(
-            422,
-            f"stt_backend {stt_backend!r} is not loaded; this service runs "
-            f"{settings.stt_backend!r} (AUDIO_PIPELINE_STT_BACKEND)",
-        )
-    clip = await _clip(runtime, file)
+    upload = one_upload(file=file, audio=audio)
+    check_stt_backend(runtime, stt_backend)
+    clip = await _clip(runtime, upload)
     out = await runtime.transcribe(
         clip, session_id=session_id, device_id=device_id, ser_all_speakers=ser_all_speakers
     )
-    result = out.result
-    return {
-        "session_id": session_id,
-        "clip": out.index,
-        "duration_s": round(clip.duration_s, 3),
-        "session_audio_s": round(out.offset_s + out.duration_s, 3),
-        "processing_s": None if result is None else round(result.timings_s.get("total", 0.0), 3),
-        "segments": [] if result is None else [s.model_dump(mode="json") for s in result.segments],
-        "speakers": {}
-        if result is None
-        else {
-            label: {"name": who.label, "person": who.person, "similarity": who.similarity}
-            for label, who in result.speakers.items()
-        },
-        # True: a sweep holds the models; this clip is kept and transcribed after it.
-        "sweep_active": result is None,
-        "deferred": result is None,
-    }
+    return transcribe_answer(out)
 
 
 @router.post(
@@ -177,21 +186,26 @@ async def get_session(runtime: RuntimeDep, session_id: SessionIdPath) -> dict[st
 
 @router.post(
     "/session/{session_id}/end",
-    summary="End a live session (its transcript file stays; a new clip starts a new clock)",
+    summary="End a live session and answer with its segments (its transcript file stays; a "
+    "new clip starts a new clock)",
     responses={404: {"description": "no live session"}},
 )
 async def end_session(
     runtime: RuntimeDep,
     session_id: SessionIdPath,
     sweep: Annotated[
-        bool, Query(description="sweep the session's unswept audio before forgetting it")
-    ] = False,
+        bool | None,
+        Query(
+            description="sweep the session's unswept audio before forgetting it; default: "
+            "yes when AUDIO_PIPELINE_SWEEP_AUTO is on and that audio may hold speech"
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     try:
         live, status = runtime.end_session(session_id, sweep=sweep)
     except LookupError as exc:
         raise HTTPException(404, str(exc).strip("'\"")) from None
-    return {**live.summary(), "ended": True, "sweep": None if status is None else status.summary()}
+    return end_answer(live, status)
 
 
 @router.post(
@@ -226,7 +240,7 @@ class FeedbackIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     session_id: SafeId
-    segment_id: SafeId
+    segment_id: SegmentId  # the design's ids carry dots (seg-001-0.00-4.52)
     speaker: str | None = Field(default=None, min_length=1, max_length=128)
     emotion: Emotion | None = None
 

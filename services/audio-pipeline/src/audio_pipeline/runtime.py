@@ -36,6 +36,7 @@ from audio_pipeline.wearable import (
     to_segments,
     wearable_session_id,
 )
+from her_os_shared.creatures import CreatureName
 from her_os_shared.events import ObservabilityEvent
 from her_os_shared.jsonl import JsonlReader, append_records, stream_path
 from her_os_shared.logging import get_logger
@@ -245,6 +246,7 @@ class AudioRuntime:
                     segments=result.segments,
                 )
                 append_records(self.settings.transcripts_dir, live.session_id, [payload])
+                live.transcript.add(result.segments, is_sweep=False)
             with live.state_lock:
                 live.segments += len(result.segments)
                 if result.regions:
@@ -302,7 +304,7 @@ class AudioRuntime:
             await loop.run_in_executor(self.fast, lambda: None)
             status.state = "running"
             self._emit([ObservabilityEvent.for_creature(
-                "hydra", "start", session_id=sid,
+                CreatureName.STINGRAY, "start", session_id=sid,
                 data={"sweep": status.sweep, "from_s": status.from_s, "to_s": status.to_s},
             )])  # fmt: skip
             await loop.run_in_executor(
@@ -313,7 +315,7 @@ class AudioRuntime:
             with live.state_lock:
                 live.segments += status.segments
             self._emit([ObservabilityEvent.for_creature(
-                "hydra", "complete", session_id=sid,
+                CreatureName.STINGRAY, "complete", session_id=sid,
                 data={"sweep": status.sweep, "segments": status.segments,
                       "skipped_pinned": status.skipped_pinned, "seconds": status.seconds,
                       "audio_s": round(status.to_s - status.from_s, 3)},
@@ -324,7 +326,7 @@ class AudioRuntime:
             # What was written stays; a new sweep resumes after it.
             live.swept_to_s = status.done_to_s
             self._emit([ObservabilityEvent.for_creature(
-                "hydra", "error", session_id=sid,
+                CreatureName.STINGRAY, "error", session_id=sid,
                 data={"sweep": status.sweep, "error": status.error},
             )])  # fmt: skip
             log.error("sweep.failed", session_id=sid, error=status.error)
@@ -336,12 +338,15 @@ class AudioRuntime:
                 self._flush_deferred()
 
     def end_session(
-        self, session_id: str, *, sweep: bool
+        self, session_id: str, *, sweep: bool | None = None
     ) -> tuple[LiveSession, SweepStatus | None]:
-        """End a live session, first queueing a sweep of its unswept audio when asked."""
+        """End a live session, first queueing a sweep of its unswept audio when asked, or, by
+        default (`sweep=None`), when automatic sweeps are on and that audio may hold speech."""
         live = self.sessions.get(session_id)
         if live is None:
             raise LookupError(f"no live session {session_id}")
+        if sweep is None:
+            sweep = self.settings.sweep_auto and live.unswept_speech
         status = None
         if sweep:
             with contextlib.suppress(SweepConflictError):  # already sweeping, or nothing new
@@ -363,7 +368,7 @@ class AudioRuntime:
             self.streams[uid] = stream
             self.sessions.open(stream.session_id, uid)
             self._emit([ObservabilityEvent.for_creature(
-                "crab", "start", session_id=stream.session_id,
+                CreatureName.JELLYFISH, "start", session_id=stream.session_id,
                 data={"uid": uid, "sample_rate": sample_rate},
             )])  # fmt: skip
         stream.add(clip.samples)
@@ -408,7 +413,7 @@ class AudioRuntime:
             want_sweep = self.settings.wearable_sweep_on_end and may_speak
             _, swept = self.end_session(stream.session_id, sweep=want_sweep)
         self._emit([ObservabilityEvent.for_creature(
-            "crab", "complete", session_id=stream.session_id,
+            CreatureName.JELLYFISH, "complete", session_id=stream.session_id,
             data={"uid": stream.uid, "chunks": stream.chunks, "reason": reason,
                   "sweep": None if swept is None else swept.sweep},
         )])  # fmt: skip
@@ -429,11 +434,31 @@ class AudioRuntime:
                 await self._close_stream(stream, reason="gap")
             elif stream.pending and now - stream.last_chunk >= self.settings.wearable_flush_after_s:
                 await self._flush_stream(stream)
+        if self.settings.sweep_auto and self.ready.is_set():
+            self._idle_sweeps(now)
         if now - self._last_cleanup >= min(60.0, self.settings.session_idle_s):
             self._last_cleanup = now
             removed = self.sessions.cleanup(now)
             if removed:
                 log.info("sessions.cleaned", removed=removed)
+
+    def _idle_sweeps(self, now: float) -> None:
+        """The design's background sweep: sweep each session whose talk paused (no clip for
+        `sweep_idle_s`) with speech not swept yet. Wearable streams are left to their own
+        end-of-session sweep: their clips come `wearable_clip_s` apart, which is no pause."""
+        streaming = {stream.session_id for stream in self.streams.values()}
+        for live in self.sessions.all():
+            if live.session_id in streaming:
+                continue
+            if not live.idle_sweep_due(now, self.settings.sweep_idle_s):
+                continue
+            live.idle_swept_at = live.last_seen
+            try:
+                status = self.start_sweep(live.session_id)
+            except (LookupError, SweepConflictError):  # ended meanwhile, or too little audio
+                continue
+            log.info("sweep.auto", session_id=live.session_id, sweep=status.sweep,
+                     from_s=round(status.from_s, 3), to_s=round(status.to_s, 3))  # fmt: skip
 
     def wearable_transcript(
         self, session_id: str, uid: str, transcript: OmiTranscript
@@ -453,7 +478,7 @@ class AudioRuntime:
             )
             append_records(s.transcripts_dir, session_id, [payload])
         self._emit([ObservabilityEvent.for_creature(
-            "crab", "complete", session_id=session_id,
+            CreatureName.JELLYFISH, "complete", session_id=session_id,
             data={"uid": uid, "segments": len(segments), "source": "client_transcript"},
         )])  # fmt: skip
         return {
@@ -528,6 +553,9 @@ class AudioRuntime:
             segments=[Segment.model_validate(corrected.model_dump())],
         )
         append_records(self.settings.transcripts_dir, session_id, [line])
+        live = self.sessions.get(session_id)
+        if live is not None:
+            live.transcript.correct(line.segments[0])
         return {
             "segment": corrected.model_dump(mode="json"),
             "enrolled_style": enrolled_style,
@@ -539,11 +567,11 @@ class AudioRuntime:
         sid = live.session_id
         events = [
             ObservabilityEvent.for_creature(
-                "seahorse", "complete", session_id=sid,
+                CreatureName.SEAHORSE, "complete", session_id=sid,
                 data={"regions": len(result.regions), "seconds": round(t.get("vad", 0), 3)},
             ),
             ObservabilityEvent.for_creature(
-                "jellyfish", "complete", session_id=sid,
+                CreatureName.SIREN, "complete", session_id=sid,
                 data={"segments": len(result.segments), "audio_s": round(clip.duration_s, 3),
                       "rtf": round(t.get("total", 0) / audio_s, 3)},
             ),
@@ -552,16 +580,16 @@ class AudioRuntime:
             known = sum(1 for i in result.speakers.values() if i.person is not None)
             events += [
                 ObservabilityEvent.for_creature(
-                    "cerberus", "complete", session_id=sid,
+                    CreatureName.CUTTLEFISH, "complete", session_id=sid,
                     data={"speakers": len(result.speakers),
                           "seconds": round(t.get("diarization", 0), 3)},
                 ),
                 ObservabilityEvent.for_creature(
-                    "siren", "complete", session_id=sid,
+                    CreatureName.CERBERUS, "complete", session_id=sid,
                     data={"known": known, "unknown": len(result.speakers) - known},
                 ),
                 ObservabilityEvent.for_creature(
-                    "dolphin", "complete", session_id=sid,
+                    CreatureName.HYDRA, "complete", session_id=sid,
                     data={"labelled": sum(1 for s in result.segments if s.emotion)},
                 ),
             ]  # fmt: skip

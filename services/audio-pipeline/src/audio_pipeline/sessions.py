@@ -1,5 +1,5 @@
 """Live sessions: each session's clock (audio seconds so far), its speakers, its clips, its
-audio (kept for the sweep) and the state of its sweep.
+audio (kept for the sweep), its transcript so far and the state of its sweep.
 
 A session's segments are timed from its first clip: a clip's segments are shifted by the
 audio already received, so successive clips line up. Speakers keep their session-stable ids
@@ -12,9 +12,11 @@ path clips and sweep chunks both change the session's speakers).
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +27,7 @@ import numpy as np
 from audio_pipeline.audio import SAMPLE_RATE
 from audio_pipeline.speakers.enrollment import EnrollmentBank, SessionSpeakers
 from her_os_shared.logging import get_logger
+from her_os_shared.transcript import Segment
 
 log = get_logger(__name__)
 
@@ -106,6 +109,69 @@ class SessionAudio:
             self._path.unlink(missing_ok=True)
 
 
+class SessionTranscript:
+    """The segments a live session has written, read the way the context engine reads its
+    JSONL: the latest version of each segment id wins (a pinned one over an unpinned one),
+    and a sweep segment replaces the non-pinned fast-path segments it overlaps in time.
+    `POST /v1/session/{id}/end` answers with it (the design's "accumulated segments")."""
+
+    def __init__(self) -> None:
+        self._fast: dict[str, Segment] = {}
+        self._swept: dict[str, Segment] = {}
+        self._lock = threading.Lock()
+
+    def add(self, segments: list[Segment], *, is_sweep: bool) -> None:
+        with self._lock:
+            target = self._swept if is_sweep else self._fast
+            for seg in segments:
+                old = target.get(seg.segment_id)
+                if old is None or seg.pinned or not old.pinned:
+                    target[seg.segment_id] = seg
+
+    def correct(self, seg: Segment) -> None:
+        """A user's correction (pinned) of a segment this session wrote."""
+        with self._lock:
+            for target in (self._fast, self._swept):
+                if seg.segment_id in target:
+                    target[seg.segment_id] = seg
+
+    def segments(self) -> list[Segment]:
+        """The session's transcript in time order."""
+        with self._lock:
+            swept, fast = list(self._swept.values()), list(self._fast.values())
+        covered = _merged((s.start, s.end) for s in swept)
+        starts = [a for a, _ in covered]
+        kept = [s for s in fast if s.pinned or not _overlaps(covered, starts, s.start, s.end)]
+        return sorted(swept + kept, key=lambda s: (s.start, s.end, s.segment_id))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._fast) + len(self._swept)
+
+
+def _merged(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _overlaps(
+    covered: list[tuple[float, float]], starts: list[float], start: float, end: float
+) -> bool:
+    """Whether (start, end) overlaps the disjoint, sorted `covered` spans by more than zero
+    (the context engine's rule). Only the last span starting before `end` can: the spans and
+    their ends both ascend."""
+    i = bisect.bisect_left(starts, end)
+    if i == 0:
+        return False
+    a, b = covered[i - 1]
+    return min(end, b) - max(start, a) > 0
+
+
 @dataclass
 class SweepStatus:
     sweep: int  # 1, 2, … per session
@@ -152,6 +218,10 @@ class LiveSession:
     swept_to_s: float = 0.0  # audio up to here has been (or is being) swept
     sweep: SweepStatus | None = None
     ended: bool = False
+    transcript: SessionTranscript = field(default_factory=SessionTranscript)
+    # `last_seen` when the latest automatic sweep was queued: one per pause, never a retry
+    # loop on a sweep that failed.
+    idle_swept_at: float | None = None
     last_seen: float = field(default_factory=time.monotonic)
     state_lock: threading.Lock = field(default_factory=threading.Lock)
     work_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -175,6 +245,22 @@ class LiveSession:
     def sweeping(self) -> bool:
         return self.sweep is not None and self.sweep.state in ("queued", "running")
 
+    @property
+    def unswept_speech(self) -> bool:
+        """Speech may lie in the audio not swept yet (found there, or clips still pending)."""
+        return self.last_speech_s > self.swept_to_s or not self.settled
+
+    def idle_sweep_due(self, now: float, idle_s: float) -> bool:
+        """The talk paused for `idle_s` with its newest speech transcribed but not swept."""
+        return (
+            not self.ended
+            and not self.sweeping
+            and self.settled
+            and self.last_speech_s > self.swept_to_s
+            and now - self.last_seen >= idle_s
+            and self.idle_swept_at != self.last_seen
+        )
+
     def summary(self) -> dict[str, object]:
         return {
             "session_id": self.session_id,
@@ -182,7 +268,9 @@ class LiveSession:
             "started_at": self.started_at,
             "audio_s": round(self.offset_s, 3),
             "clips": self.clips,
-            "segments": self.segments,
+            # Segments written (fast path and sweeps): a count. `segments` is the list, in the
+            # answer of the session's end (the design's "all accumulated segments").
+            "segments_count": self.segments,
             "deferred_clips": self.deferred,
             "clips_in_flight": self.in_flight,
             "speakers": self.speakers.unknowns(),

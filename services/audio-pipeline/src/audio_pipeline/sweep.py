@@ -113,6 +113,7 @@ def run_sweep(
                 segments=written,
             )
             append_records(transcripts_dir, live.session_id, [payload])
+            live.transcript.add(written, is_sweep=True)
         status.segments += len(written)
         k += 1
         status.chunks_done = k

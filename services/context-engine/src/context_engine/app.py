@@ -13,6 +13,7 @@ from context_engine import __version__
 from context_engine.config import Settings
 from context_engine.routes import api_router
 from context_engine.runtime import Runtime
+from her_os_shared.creatures import CreatureName
 from her_os_shared.service import HealthReport, create_service_app
 
 SERVICE = "context-engine"
@@ -44,7 +45,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         runtime.auth_counts["refused"] += 1
         client = request.client.host if request.client else None
         await runtime.recorder.emit(
-            "basilisk",
+            CreatureName.BASILISK,
             "error",
             data={
                 "reason": f"{reason} token",

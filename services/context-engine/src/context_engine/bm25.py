@@ -1,4 +1,4 @@
-"""The keyword leg of retrieval (turtle): BM25 over the Tantivy keyword index, with
+"""The keyword leg of retrieval (starfish, bm25-search): BM25 over the Tantivy keyword index, with
 PostgreSQL full-text search as the fallback.
 
 A query in natural language ("when did Priya move to Lisbon?") is a disjunction of its words
@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from context_engine import tsquery
 from context_engine.retrieve import Candidate, ContextQuery, fetch_active
 from context_engine.search_index import SegmentSearchIndex
+from her_os_shared.creatures import CreatureName
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
@@ -64,7 +65,7 @@ NEXT = "bm25_next"  # the ranking by each segment with the turn after it
 
 class Bm25Leg:
     name = "bm25"
-    creature = "turtle"
+    creature = CreatureName.STARFISH
 
     def __init__(
         self,

@@ -41,6 +41,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from context_engine.extraction import GRAPH_STAGE
+from her_os_shared.creatures import CreatureName
 from her_os_shared.ids import InvalidIdError, validate_id
 from her_os_shared.jsonl import SUFFIX, JsonlReader
 from her_os_shared.logging import get_logger
@@ -66,7 +67,7 @@ KINDS = (
 )
 REPORT_ONLY = frozenset({"postgres_not_in_jsonl"})
 SAMPLE = 20
-CREATURE = "ouroboros"  # memory upkeep (forget reports there too)
+CREATURE = CreatureName.SEA_CUCUMBER  # memory upkeep: salience decay, checks, forgetting
 PROGRESS_EVERY_S = 0.5
 
 _PG_IDS = text("SELECT segment_id FROM segments WHERE session_id = :sid")

@@ -31,6 +31,11 @@ Design (docs/architecture.md, "The chronicler"):
   of the page asked for, else from PostgreSQL. `covered_after` tracks that: every event with a
   timestamp after it is in the ring (None: the ring holds all history). At start the ring is
   filled with the newest stored events, so a restart keeps the catch-up and the recent history.
+  A query may also name its source (the design's `buffer`, `db`): the ring alone, or
+  PostgreSQL alone.
+- **Catch-up frames are plain messages** (no `event:` line), as the design's EventSource
+  client reads them (`onmessage`); their JSON carries `"catchup": true` so a client can tell
+  them from live events.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 from sqlalchemy import delete, select
@@ -53,7 +58,7 @@ from context_engine.config import Settings
 from context_engine.db import ping
 from context_engine.models import ObservabilityEventRow
 from her_os_shared.errors import describe_validation_error
-from her_os_shared.events import EventType, ObservabilityEvent
+from her_os_shared.events import EventType, ObservabilityEvent, normalize_event_id
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
@@ -66,6 +71,9 @@ WRITE_TIMEOUT_S = 10.0
 RETRY_MAX_S = 10.0
 _EVENTS = ObservabilityEventRow.__table__
 _INSERT = pg_insert(ObservabilityEventRow).on_conflict_do_nothing(index_elements=["event_id"])
+# Where a query reads: `auto` the ring when it holds the whole page, else PostgreSQL.
+EventSource = Literal["auto", "buffer", "db"]
+_CATCHUP_MARK = b',"catchup":true}'
 
 
 class InvalidEventError(ValueError):
@@ -137,8 +145,11 @@ class Entry:
         return b"id: %s\ndata: %s\n\n" % (self.event.event_id.encode(), self.data)
 
     def catchup_frame(self) -> bytes:
-        """An event from before the subscriber connected: `event: catchup`."""
-        return b"id: %s\nevent: catchup\ndata: %s\n\n" % (self.event.event_id.encode(), self.data)
+        """An event from before the subscriber connected: a plain message too (EventSource's
+        `onmessage` gets it), its JSON marked `"catchup": true` (the event's JSON is an
+        object: the mark goes before its closing brace)."""
+        data = self.data[:-1] + _CATCHUP_MARK
+        return b"id: %s\ndata: %s\n\n" % (self.event.event_id.encode(), data)
 
 
 class EventRing:
@@ -389,17 +400,23 @@ class Chronicler:
         """`POST /v1/events/emit`: validate each event on its own, record the valid ones
         (an event id already in the ring counts as accepted: a client's retry)."""
         accepted: list[ObservabilityEvent] = []
-        rejected: list[dict[str, Any]] = []
+        errors: list[dict[str, Any]] = []
         for i, raw in enumerate(raw_events):
             try:
                 accepted.append(validate_event(raw))
             except InvalidEventError as exc:
-                rejected.append({"index": i, "error": str(exc)})
+                errors.append({"index": i, "error": str(exc)})
         self.record(accepted)
-        if rejected:
-            log.info("events.emit_rejected", rejected=len(rejected), total=len(raw_events),
-                     first=rejected[0]["error"][:300])  # fmt: skip
-        return {"accepted": len(accepted), "rejected": rejected, "total": len(raw_events)}
+        if errors:
+            log.info("events.emit_rejected", rejected=len(errors), total=len(raw_events),
+                     first=errors[0]["error"][:300])  # fmt: skip
+        # `rejected` is the design's count; `errors` says which were refused and why.
+        return {
+            "accepted": len(accepted),
+            "rejected": len(errors),
+            "total": len(raw_events),
+            "errors": errors,
+        }
 
     # --- subscribers -------------------------------------------------------------------
 
@@ -415,7 +432,7 @@ class Chronicler:
         `last_event_id` when the ring still holds it (a resume: sent as live events),
         otherwise the newest `catchup` matching events, as `catchup` events."""
         n = self.settings.events_catchup if catchup is None else catchup
-        resume = self.ring.find(last_event_id) if last_event_id else None
+        resume = self.ring.find(_stored_id(last_event_id)) if last_event_id else None
         found: list[Entry] = []
         if resume is not None:
             sub = Subscription(self, resume, flt, client)
@@ -600,32 +617,39 @@ class Chronicler:
 
     # --- queries -----------------------------------------------------------------------
 
-    async def query(self, flt: EventFilter, *, limit: int, offset: int) -> dict[str, Any]:
+    async def query(
+        self, flt: EventFilter, *, limit: int, offset: int, source: EventSource = "auto"
+    ) -> dict[str, Any]:
         """Events matching `flt`, newest first (timestamp, then event_id), one page:
-        `{"events", "source": "ring"|"postgres", "limit", "offset", "next_offset"}`."""
-        page = self._from_ring(flt, limit=limit, offset=offset)
+        `{"events", "source": "buffer"|"db", "limit", "offset", "next_offset"}`. `source`
+        "buffer" reads the ring alone (what it holds, even when older events match too), "db"
+        PostgreSQL alone, "auto" the ring when it holds the whole page."""
+        page = None
+        if source != "db":
+            page = self._from_ring(flt, limit=limit, offset=offset, whole=source == "buffer")
         if page is not None:
             events, more = page
-            source = "ring"
+            answered = "buffer"
         else:
             events, more = await self._from_postgres(flt, limit=limit, offset=offset)
-            source = "postgres"
+            answered = "db"
         return {
             "events": events,
-            "source": source,
+            "source": answered,
             "limit": limit,
             "offset": offset,
             "next_offset": offset + len(events) if more else None,
         }
 
     def _from_ring(
-        self, flt: EventFilter, *, limit: int, offset: int
+        self, flt: EventFilter, *, limit: int, offset: int, whole: bool = False
     ) -> tuple[list[dict[str, Any]], bool] | None:
-        """The page from the ring, or None when PostgreSQL may hold events that belong in it."""
-        if not self.warmed.is_set():
+        """The page from the ring, or None when PostgreSQL may hold events that belong in it.
+        `whole`: take what the ring holds as all there is (the caller asked for the ring)."""
+        if not self.warmed.is_set() and not whole:
             return None
         cut = self.covered_after
-        whole = cut is None or (flt.since is not None and flt.since > cut)
+        whole = whole or cut is None or (flt.since is not None and flt.since > cut)
         matches = [
             e.event
             for e in self.ring.newest()
@@ -691,6 +715,15 @@ class Chronicler:
                 break
         log.info("events.retention", deleted=total, before=before.isoformat())
         return total
+
+
+def _stored_id(event_id: str) -> str:
+    """A client's event id as the ring keys it (the design's UUID form is stored without
+    hyphens); anything else unchanged (the ring then does not hold it)."""
+    try:
+        return normalize_event_id(event_id)
+    except ValueError:
+        return event_id
 
 
 async def sse_stream(

@@ -29,6 +29,7 @@ from context_engine.config import Settings
 from context_engine.models import ConsolidationRun
 from context_engine.recorder import EventRecorder
 from context_engine.tiers import TIERS, EntityHistory, TierPolicy, classify_tier
+from her_os_shared.creatures import CreatureName
 from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
@@ -185,7 +186,7 @@ class Consolidator:
             )
         log.info("consolidation.start", run_id=run_id, as_of=as_of.isoformat(), entities=total)
         await self._emit(
-            "phoenix",
+            CreatureName.SALMON,
             "start",
             data={"run_id": run_id, "as_of": as_of.isoformat(), "entities": total},
             reasoning=f"{run['trigger']} consolidation of {total} entities as of {as_of:%Y-%m-%d}",
@@ -206,7 +207,9 @@ class Consolidator:
                     {"id": run_id, "error": repr(exc)[:2000]},
                 )
             log.error("consolidation.failed", run_id=run_id, error=repr(exc)[:500])
-            await self._emit("phoenix", "error", data={"run_id": run_id, "error": repr(exc)[:300]})
+            await self._emit(
+                CreatureName.SALMON, "error", data={"run_id": run_id, "error": repr(exc)[:300]}
+            )
             raise
         async with self.engine.begin() as conn:
             await conn.execute(
@@ -224,7 +227,7 @@ class Consolidator:
                  promoted=counts.promoted, demoted=counts.demoted, promises_kept=kept,
                  low_salience=counts.low_salience, communities=communities)  # fmt: skip
         await self._emit(
-            "phoenix",
+            CreatureName.SALMON,
             "complete",
             data={
                 "run_id": run_id,
@@ -256,15 +259,17 @@ class Consolidator:
                       error=repr(exc)[:500])  # fmt: skip
 
     async def _communities(self, as_of: datetime) -> int:
-        await self._emit("coral", "start", data={"as_of": as_of.isoformat()})
+        await self._emit(CreatureName.CORAL, "start", data={"as_of": as_of.isoformat()})
         outcome = await detect_communities(
             self.engine, self.settings, as_of=as_of, graph=self.graph
         )
         if outcome.graph_error:
             # PostgreSQL's communities stand (tiers use them); the graph copy is retried next run.
-            await self._emit("coral", "error", data={"graph_error": outcome.graph_error[:300]})
+            await self._emit(
+                CreatureName.CORAL, "error", data={"graph_error": outcome.graph_error[:300]}
+            )
         await self._emit(
-            "coral",
+            CreatureName.CORAL,
             "complete",
             data={"communities": outcome.communities, "members": outcome.members},
             reasoning=f"{outcome.communities} communities of {outcome.members} entities",
@@ -325,7 +330,7 @@ class Consolidator:
                     },
                 )
             await self._emit(
-                "ouroboros",
+                CreatureName.SEA_CUCUMBER,
                 "metric",
                 data={
                     "run_id": run_id,
@@ -336,7 +341,7 @@ class Consolidator:
             )
             if changes:
                 await self._emit(
-                    "phoenix",
+                    CreatureName.SALMON,
                     "metric",
                     data={"run_id": run_id, "changes": changes[:EVENT_CHANGES],
                           "changes_total": len(changes)},

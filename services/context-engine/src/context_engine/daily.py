@@ -11,14 +11,16 @@ extracted relations without one), said in English by predicates.statement / chan
 
 Text: the LLM's, when one is configured (`CONTEXT_ENGINE_LLM_BASE_URL`), from the structured
 summary (what happened first) and short excerpts (given as data, never as instructions);
-otherwise — or when the LLM fails, which is logged, recorded as a `whale` error and said in
-`generated_by` — a deterministic one written from the summary, leading with what happened
-(changed and new facts, promises made and kept), then the conversations, who and what came
+otherwise — or when the LLM fails, which is logged, recorded as an error of the daily
+reflection's creature (the design's phoenix) and said in `generated_by` — a deterministic
+one written from the summary, leading with what happened (changed and new facts, promises
+made and kept), then the conversations, who and what came
 up, the mood (nothing when no emotion was recorded) and the promises still open. A day with
 no speech is a reflection that says nothing was recorded (and lists the promises still
-open), not an error. The structured parts are also the response's top-level fields
-(`what_happened`, `facts_new`, `facts_changed`, `promises_made`, `promises_kept`,
-`emotional_arc`: Reflection.as_dict).
+open), not an error. The response (Reflection.as_dict) has the design's fields (`summary`:
+the text; `people`, `topics`, `promises`, `emotional_arc`, `sessions_count`), the structured
+summary as `details`, and its parts also at the top level (`what_happened`, `facts_new`,
+`facts_changed`, `promises_made`, `promises_kept`).
 
 Idempotent per day: the input fingerprint hashes what the reflection is built from (segment
 ids, text and emotion hashes, mentions, promises and their fulfilments, the day's new and
@@ -57,6 +59,7 @@ from context_engine.llm.client import LLMClient, make_llm_client
 from context_engine.llm.errors import LLMError, LLMOutputError
 from context_engine.llm.parse import parse_json_payload, snippet
 from context_engine.recorder import EventRecorder
+from her_os_shared.creatures import CreatureName
 from her_os_shared.jsonl import replace_records, stream_path
 from her_os_shared.logging import get_logger
 from her_os_shared.transcript import Segment, TranscriptPayload
@@ -69,7 +72,7 @@ log = get_logger(__name__)
 
 # Bump when what a reflection says changes: every day is written again when next asked.
 DAILY_VERSION = 2
-CREATURE = "whale"  # daily_reflection in the creature registry
+CREATURE = CreatureName.PHOENIX  # the design's daily-reflection creature
 REFLECTION_PREFIX = "reflection-"
 REFLECTION_DEVICE = "her-os-reflection"
 REFLECTION_SPEAKER = "her-os reflection"
@@ -137,14 +140,25 @@ class Reflection:
     regenerated: bool  # False: the stored reflection was up to date
 
     def as_dict(self) -> dict[str, Any]:
-        # The structured "what happened" is also at the top level (from the summary; a
-        # reflection stored by an older version has none of it).
+        """The response of `GET /v1/daily`. The design's fields: `summary` is the prose (also
+        `text`), `people`, `topics` and `promises` (made that day) are names,
+        `sessions_count`; the structured summary the text was written from is `details`. The
+        structured "what happened" is also at the top level. A reflection stored by an older
+        version lacks parts of the summary: every field has a default."""
         summary = self.summary
         promises_ = summary.get("promises") or {}
+        # Topics are entities; before extraction has run, the frequent words stand in for them
+        # (as in the text).
+        topics = [t["name"] for t in summary.get("topics") or []]
         return {
             "date": self.day.isoformat(),
+            "summary": self.text,
+            "people": [p["name"] for p in summary.get("people") or []],
+            "topics": topics or list(summary.get("keywords") or []),
+            "promises": [p["name"] for p in promises_.get("made") or []],
+            "sessions_count": (summary.get("counts") or {}).get("sessions", 0),
             "text": self.text,
-            "summary": summary,
+            "details": summary,
             "generated_by": self.generated_by,
             "session_id": self.session_id,
             "created_at": self.created_at,

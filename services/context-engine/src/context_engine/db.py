@@ -25,6 +25,22 @@ class Databases:
         await self.main.dispose()
         await self.events.dispose()
 
+    def stats(self) -> dict[str, dict[str, int]]:
+        """How busy each pool is (the dragon creature's metric)."""
+        return {"main": pool_stats(self.main), "events": pool_stats(self.events)}
+
+
+def pool_stats(engine: AsyncEngine) -> dict[str, int]:
+    """A pool's size, its connections checked out and those idle (what the pool class reports:
+    a pool without these, like NullPool, gives an empty dict)."""
+    pool = engine.pool
+    stats: dict[str, int] = {}
+    for key, method in (("size", "size"), ("checked_out", "checkedout"), ("idle", "checkedin")):
+        read = getattr(pool, method, None)
+        if callable(read):
+            stats[key] = int(read())
+    return stats
+
 
 def create_engine(settings: Settings, pool_size: int | None = None) -> AsyncEngine:
     return create_async_engine(

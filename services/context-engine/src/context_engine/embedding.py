@@ -1,4 +1,4 @@
-"""Segments into the vector index (starfish): the embed stage of a session.
+"""Segments into the vector index (the eel creature): the embed stage of a session.
 
 Every ingest commit queues the session's `embed` job (durable, procrastinate). A run embeds the
 session's active segments that have no vector in the current space yet — or whose documents

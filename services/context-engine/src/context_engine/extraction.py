@@ -28,6 +28,7 @@ from context_engine.graph.base import SessionEpisode
 from context_engine.models import ExtractionRun
 from context_engine.recorder import EventRecorder
 from context_engine.stages import StageKey
+from her_os_shared.creatures import CreatureName
 from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ class SessionStages:
             return StageOutcome("missing", {})
         started = datetime.now(UTC)
         await self._emit(
-            "anglerfish", "start", sid, extractor=self.extractor.label,
+            CreatureName.KRAKEN, "start", sid, extractor=self.extractor.label,
             segments=len(session.segments),
         )  # fmt: skip
         # The extractor runs outside any transaction: an LLM may take minutes.
@@ -156,7 +157,7 @@ class SessionStages:
             "run_id": stored.run_id,
         }
         log.info("extract.stored", session_id=sid, **detail)
-        await self._emit("anglerfish", "complete", sid, **detail)
+        await self._emit(CreatureName.KRAKEN, "complete", sid, **detail)
         return StageOutcome("done", detail)
 
     # --- graph ---
@@ -196,7 +197,7 @@ class SessionStages:
         if session is None:
             return StageOutcome("missing", {})
         episode = SessionEpisode(sid, session.started_at, session.segments, session.spoken_at)
-        await self._emit("manta", "start", sid, mode=self.graph_mode)
+        await self._emit(CreatureName.MANTA, "start", sid, mode=self.graph_mode)
         if self.graph_mode == "llm":
             written = await self.graph.add_episode(episode)
         else:
@@ -214,7 +215,7 @@ class SessionStages:
             "reinstated": len(written.reinstated),
         }
         log.info("graph.written", session_id=sid, **detail)
-        await self._emit("manta", "complete", sid, **detail)
+        await self._emit(CreatureName.MANTA, "complete", sid, **detail)
         return StageOutcome("done", detail)
 
     # --- what is pending (new sessions, a new extractor version, a new graph version) ---

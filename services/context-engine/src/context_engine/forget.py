@@ -41,6 +41,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from context_engine import entity_store
 from context_engine.extract.schema import canonical_name
 from context_engine.search_index import Changes
+from her_os_shared.creatures import CreatureName
 from her_os_shared.ids import InvalidIdError, validate_id
 from her_os_shared.jsonl import SUFFIX, rewrite_stream
 from her_os_shared.logging import get_logger
@@ -454,7 +455,7 @@ class Forgetter:
             await self._save(request_id, target, report, done=not failed, attempted=True)
         if self.p.recorder is not None:
             await self.p.recorder.emit(
-                "ouroboros",
+                CreatureName.SEA_CUCUMBER,
                 "error" if failed else "complete",
                 data={"forget_request": request_id, "kind": target.kind, "failed": failed},
                 reasoning=f"forget request {request_id}: "

@@ -1,4 +1,4 @@
-"""The graph leg of retrieval (kraken): entities named in the query → the facts about them
+"""The graph leg of retrieval (squid): entities named in the query → the facts about them
 in the knowledge graph and the segments behind those facts and mentions.
 
 1. Recognition: the query's word n-grams (1–4 words, case-folded) looked up among the
@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from context_engine.extract.schema import canonical_name
 from context_engine.retrieve import Candidate, ContextQuery, fetch_active
+from her_os_shared.creatures import CreatureName
 from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ async def recognise(
 
 class GraphLeg:
     name = "graph"
-    creature = "kraken"
+    creature = CreatureName.SQUID
 
     def __init__(
         self,

@@ -27,6 +27,7 @@ from context_engine import dedup
 from context_engine.models import IngestOffset
 from context_engine.recorder import EventRecorder
 from context_engine.watcher import SeenFiles
+from her_os_shared.creatures import CreatureName
 from her_os_shared.ids import InvalidIdError, validate_id
 from her_os_shared.jsonl import SUFFIX, JsonlReader, JsonlRecord, stream_path
 from her_os_shared.logging import get_logger
@@ -146,18 +147,21 @@ class Ingestor:
             return IngestResult(session_id=path.stem, status="invalid_name")
         async with self._locks[str(path)]:
             if self.recorder:
-                await self.recorder.emit("octopus", "start", session_id=session_id)
+                await self.recorder.emit(CreatureName.OUROBOROS, "start", session_id=session_id)
             try:
                 result = await self._ingest(path, session_id, from_start)
             except Exception as exc:
                 if self.recorder:
                     await self.recorder.emit(
-                        "octopus", "error", session_id=session_id, data={"error": repr(exc)[:500]}
+                        CreatureName.OUROBOROS,
+                        "error",
+                        session_id=session_id,
+                        data={"error": repr(exc)[:500]},
                     )
                 raise
         if self.recorder:
             await self.recorder.emit(
-                "octopus",
+                CreatureName.OUROBOROS,
                 "complete",
                 session_id=session_id,
                 data={

@@ -43,6 +43,7 @@ from context_engine.forget import Forgetter
 from context_engine.job_manager import StageJobManager
 from context_engine.recorder import EventRecorder
 from context_engine.stages import StageKey
+from her_os_shared.creatures import CreatureName
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
@@ -233,7 +234,7 @@ class JobQueue:
             )
             if self.recorder:
                 await self.recorder.emit(
-                    "octopus",
+                    CreatureName.OUROBOROS,
                     "error",
                     session_id=key.session_id,
                     data={
@@ -263,7 +264,7 @@ class JobQueue:
                 await stages.mark(conn, key, stages.QUEUED)
         if result.status == "finalised" and self.recorder:
             await self.recorder.emit(
-                "octopus",
+                CreatureName.OUROBOROS,
                 "complete",
                 session_id=key.session_id,
                 data={"stage": "finalise", "segments_count": result.segments_count},
@@ -288,7 +289,7 @@ class JobQueue:
             log.info("embed.session", session_id=key.session_id, segments=count)
             if self.recorder:
                 await self.recorder.emit(
-                    "starfish", "complete", session_id=key.session_id,
+                    CreatureName.EEL, "complete", session_id=key.session_id,
                     data={"segments": count, "space": self.embedding.space_name},
                 )  # fmt: skip
         await self.embedding.mark_ready_if_complete()

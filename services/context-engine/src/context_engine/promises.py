@@ -39,6 +39,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from context_engine.recorder import EventRecorder
+from her_os_shared.creatures import CreatureName
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
@@ -333,7 +334,7 @@ async def update_fulfilments(
                 break
     if recorder is not None:
         await recorder.emit(
-            "whale",
+            CreatureName.PHOENIX,
             "complete",
             data={"task": "promise_fulfilments", "checked": len(promises), "fulfilled": found,
                   "as_of": as_of.isoformat()},

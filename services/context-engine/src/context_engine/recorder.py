@@ -4,8 +4,9 @@ It hands the event to the chronicler (chronicler.py: ring, live stream, batched 
 `observability_events` on the events pool). Recording never fails the caller and never waits
 for PostgreSQL: a slow or broken events path degrades the Aquarium, never ingestion or the API.
 
-Every LLM call, the extractor's and graphiti's alike, is a `leviathan` event: its outcome
-("complete" or "error") is also what the engine's health knows of the LLM (health.py).
+Every LLM call, the extractor's and graphiti's alike, is an event of its model's creature
+(`her_os_shared.creatures.ENGINE_LLMS`): its outcome ("complete" or "error") is also what the
+engine's health knows of the LLM (health.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from context_engine.chronicler import Chronicler
 from context_engine.health import Outcomes
+from her_os_shared.creatures import ENGINE_LLMS
 from her_os_shared.events import EventType, ObservabilityEvent
 
 
@@ -33,7 +35,7 @@ class EventRecorder:
     ) -> ObservabilityEvent | None:
         """Record an event of `creature` (its service, process and zone come from the
         registry); None when the event is invalid (logged: a bug in the caller)."""
-        if creature == "leviathan" and event_type in ("complete", "error"):
+        if creature in ENGINE_LLMS and event_type in ("complete", "error"):
             if event_type == "complete":
                 self.outcomes.succeeded("llm")
             else:

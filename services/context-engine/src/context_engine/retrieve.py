@@ -38,6 +38,7 @@ from context_engine.models import Entity, EntityMention
 from context_engine.recorder import EventRecorder
 from context_engine.tiers import TIERS, Tier
 from context_engine.tiers import decay as shared_decay
+from her_os_shared.creatures import CreatureName
 from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
@@ -338,7 +339,9 @@ class Retriever:
             log.warning("retrieve.knowledge_failed", error=repr(exc)[:500])
             status = "error"
         if self.recorder:
-            await self.recorder.emit("kraken", "error", data={"status": status, "of": "facts"})
+            await self.recorder.emit(
+                CreatureName.SQUID, "error", data={"status": status, "of": "facts"}
+            )
         return None, status
 
     async def _run_leg(
@@ -432,7 +435,7 @@ class Retriever:
             ms = round((time.perf_counter() - started) * 1000, 1)
             pool = len({(c.session_id, c.segment_id) for cs in ranked.values() for c in cs})
             await self.recorder.emit(
-                "pufferfish",
+                CreatureName.PUFFERFISH,
                 "complete",
                 data={"legs": dict(status), "candidates": pool, "results": len(best), "ms": ms,
                       "tiers": sorted(q.tiers) if q.tiers else None},

@@ -40,6 +40,7 @@ from context_engine.vector_leg import VectorLeg
 from context_engine.vectors.base import make_vector_store
 from context_engine.voices import VoiceBank
 from context_engine.watcher import TranscriptWatcher
+from her_os_shared.creatures import CreatureName
 from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
@@ -243,19 +244,23 @@ class Runtime:
 
     async def _ingest(self, path: Path) -> None:
         await self.recorder.emit(
-            "nautilus", "metric", data={"file": path.name}, reasoning=f"new lines in {path.name}"
+            CreatureName.OWL,
+            "metric",
+            data={"file": path.name},
+            reasoning=f"new lines in {path.name}",
         )
         await self.ingestor.ingest_file(path)
 
     async def _chronicle_stats(self) -> None:
-        """The chronicler's own creature (narwhal): its counters once a minute; and the auth
-        gate's (basilisk): the requests it let through and refused since the last one."""
+        """The chronicler's own creature (narwhal): its counters once a minute; the auth
+        gate's (basilisk): the requests it let through and refused since the last one; and
+        PostgreSQL's (dragon): how busy the two pools are."""
         while True:
             await asyncio.sleep(self.settings.events_stats_interval_s)
             counts, self.auth_counts = self.auth_counts, Counter()
             if counts:
                 await self.recorder.emit(
-                    "basilisk", "metric",
+                    CreatureName.BASILISK, "metric",
                     data={"passed": counts["passed"], "refused": counts["refused"],
                           "locked_out": counts["locked_out"]},
                     reasoning=f"{counts['passed']} requests let through, "
@@ -263,9 +268,17 @@ class Runtime:
                 )  # fmt: skip
             stats = self.chronicler.stats()
             await self.recorder.emit(
-                "narwhal", "metric", data=stats,
+                CreatureName.NARWHAL, "metric", data=stats,
                 reasoning=f"{stats['recorded']} events recorded, {stats['subscribers']} "
                 f"watching, {stats['backlog']} waiting for PostgreSQL",
+            )  # fmt: skip
+            pools = self.db.stats()
+            await self.recorder.emit(
+                CreatureName.DRAGON, "metric", data=dict(pools),
+                reasoning="; ".join(
+                    f"{name} pool: {p.get('checked_out', '?')} of {p.get('size', '?')} in use"
+                    for name, p in pools.items()
+                ),
             )  # fmt: skip
 
     async def _read_events(self, path: Path) -> None:

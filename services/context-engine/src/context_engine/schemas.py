@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 
 class EntityRef(BaseModel):
@@ -15,15 +16,40 @@ class EntityRef(BaseModel):
 
 
 class ContextItem(BaseModel):
+    """A segment found. `timestamp` and `entities` have the design's meaning (epoch seconds,
+    `"type:name"` strings); `spoken_at` and `entity_refs` say the same as an ISO time and as
+    objects with the entity's tier."""
+
     text: str
     # the highest tier among the entities the segment mentions (L0 when none)
     tier: Literal["L0", "L1", "L2"]
     source_session: str
     segment_id: str
-    timestamp: datetime
+    spoken_at: datetime
     relevance_score: float
     speaker: str
-    entities: list[EntityRef]
+    entity_refs: list[EntityRef]
+
+    @computed_field
+    @property
+    def timestamp(self) -> float:
+        """When it was said, in seconds since the epoch (the design's form)."""
+        at = self.spoken_at
+        return (at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp()
+
+    @computed_field
+    @property
+    def entities(self) -> list[str]:
+        """The entities it mentions as `"type:name"` (the design's form)."""
+        return [f"{e.type}:{e.name}" for e in self.entity_refs]
+
+    @classmethod
+    def from_result(cls, item: Mapping[str, Any]) -> ContextItem:
+        """A retrieval result (retrieve.py: `timestamp` a datetime, `entities` objects)."""
+        fields = dict(item)
+        fields["spoken_at"] = fields.pop("timestamp")
+        fields["entity_refs"] = fields.pop("entities")
+        return cls.model_validate(fields)
 
 
 class EntityOut(BaseModel):
@@ -46,6 +72,19 @@ class EntityOut(BaseModel):
     contradicted: bool  # a contradiction recent enough to block promotion
     tier_changed_at: datetime | None
     community_id: int | None
+
+    # The design's names for `id` and `type`.
+    @computed_field
+    @property
+    def entity_id(self) -> str:
+        """`id` as a string (the design's name and type)."""
+        return str(self.id)
+
+    @computed_field
+    @property
+    def entity_type(self) -> str:
+        """`type` (the design's name)."""
+        return self.type
 
 
 class MentionOut(BaseModel):
@@ -186,6 +225,12 @@ class ContextResponse(BaseModel):
     facts: list[ContextFact] = []
     facts_status: Literal["ok", "timeout", "error", "off"] = "off"
 
+    @computed_field
+    @property
+    def total(self) -> int:
+        """How many results came back (the design's field)."""
+        return len(self.results)
+
 
 class MentionAt(BaseModel):
     """A segment that mentions an entity."""
@@ -240,6 +285,12 @@ class IngestResponse(BaseModel):
     deleted_stale: int
     offset: int
     size: int
+
+    @computed_field
+    @property
+    def segments_count(self) -> int:
+        """`segments` (the design's name): the segments this ingestion read."""
+        return self.segments
 
 
 class Emotion(BaseModel):
@@ -326,6 +377,26 @@ class StatsResponse(BaseModel):
     # Layers the engine is serving without, and why (health.py; /health names them only).
     degraded: dict[str, str] = {}
 
+    # The design's three counts, from the breakdowns above.
+    @computed_field
+    @property
+    def sessions_count(self) -> int:
+        """Every session, open or ended (`sessions.total`)."""
+        return self.sessions["total"]
+
+    @computed_field
+    @property
+    def segments_count(self) -> int:
+        """Segments in the memory (`segments.active`): a fast-path segment a sweep replaced
+        is counted once, as its replacement."""
+        return self.segments["active"]
+
+    @computed_field
+    @property
+    def entities_count(self) -> int:
+        """`entities`."""
+        return self.entities
+
 
 class VectorState(BaseModel):
     enabled: bool  # CONTEXT_ENGINE_VECTOR_INDEX_ENABLED
@@ -400,12 +471,20 @@ class TierStats(BaseModel):
 
 
 class DailyReflectionOut(BaseModel):
-    """GET /v1/daily: the reflection of one local day (daily.py)."""
+    """GET /v1/daily: the reflection of one local day (daily.py, Reflection.as_dict)."""
 
     date: str  # YYYY-MM-DD, a local day in CONTEXT_ENGINE_TIMEZONE
+    # The design's fields.
+    summary: str  # the reflection's prose (the same as `text`)
+    people: list[str]  # the people mentioned, most mentioned first
+    topics: list[str]  # what came up (topic entities; frequent words before extraction ran)
+    promises: list[str]  # the promises made that day (`promises_made` has them whole)
+    emotional_arc: str = ""  # how the mood moved through the day; "" when none was recorded
+    sessions_count: int
     text: str
-    # sessions, speakers, people, topics, keywords, decisions, promises, emotional_arc, mood…
-    summary: dict[str, Any]
+    # The structured summary the text is written from: sessions, speakers, people, topics,
+    # keywords, decisions, promises {made, kept, open}, emotional_arc (the parts), mood…
+    details: dict[str, Any]
     # "deterministic", "llm:<client>", or "deterministic:llm_failed" (the LLM failed)
     generated_by: str
     session_id: str | None  # the memory session it is stored as (None: an empty day)
@@ -445,14 +524,13 @@ class DailyPromise(BaseModel):
 
 
 class DailyReflectionPage(DailyReflectionOut):
-    """DailyReflectionOut and what happened, structured (all also in `summary`)."""
+    """DailyReflectionOut and what happened, structured (all also in `details`)."""
 
     what_happened: list[str] = Field(default_factory=list)  # the text's first sentences
     facts_new: list[DailyFact] = Field(default_factory=list)
     facts_changed: list[DailyChange] = Field(default_factory=list)
     promises_made: list[DailyPromise] = Field(default_factory=list)
     promises_kept: list[DailyPromise] = Field(default_factory=list)
-    emotional_arc: str = ""  # how the mood moved through the day; "" when none was recorded
 
 
 class PromiseOut(BaseModel):
@@ -499,16 +577,29 @@ class EventOut(BaseModel):
 
 class EventPage(BaseModel):
     events: list[EventOut]  # newest first (timestamp, then event_id)
-    # "ring": the chronicler's memory held every event of this page; "postgres": the store
-    source: Literal["ring", "postgres"]
+    # "buffer": the chronicler's ring in memory (it held every event of this page, or
+    # source=buffer asked for it alone); "db": PostgreSQL (the design's names)
+    source: Literal["buffer", "db"]
     limit: int
     offset: int
     next_offset: int | None  # the offset of the next page; null when this is the last
 
+    @computed_field
+    @property
+    def total(self) -> int:
+        """How many events this page holds (the design's field; `next_offset` pages on)."""
+        return len(self.events)
+
+
+# Each item is validated on its own (one bad event does not refuse the others).
+EmitEvents = list[Any]
+MAX_EMIT_EVENTS = 1000
+
 
 class EmitRequest(BaseModel):
-    # Each item is validated on its own (one bad event does not refuse the others).
-    events: list[Any] = Field(max_length=1000)
+    """`{"events": [...]}`; the design's bare JSON array is taken too (routes/events.py)."""
+
+    events: EmitEvents = Field(max_length=MAX_EMIT_EVENTS)
 
 
 class EmitRejection(BaseModel):
@@ -518,5 +609,6 @@ class EmitRejection(BaseModel):
 
 class EmitResponse(BaseModel):
     accepted: int
-    rejected: list[EmitRejection]
+    rejected: int  # how many were refused (the design's count); `errors` says which and why
     total: int
+    errors: list[EmitRejection]

@@ -16,6 +16,7 @@ import numpy as np
 from context_engine.embedding import SegmentEmbedding
 from context_engine.retrieve import Candidate, ContextQuery, fetch_active
 from context_engine.speakers import KnownSpeakers, without_names
+from her_os_shared.creatures import CreatureName
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
@@ -29,7 +30,7 @@ QUERY_CACHE = 512
 
 class VectorLeg:
     name = "vector"
-    creature = "shark"
+    creature = CreatureName.SHARK
 
     def __init__(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -18,7 +19,7 @@ from pydantic import (
 )
 
 from her_os_shared import SCHEMA_VERSION
-from her_os_shared.creatures import CREATURES, Service, Zone, get_creature
+from her_os_shared.creatures import CREATURES, Service, Zone, get_creature, upgrade_legacy
 from her_os_shared.ids import SafeId
 
 MAX_EVENT_BYTES = 64 * 1024
@@ -35,11 +36,24 @@ def _new_event_id() -> str:
     return uuid.uuid4().hex
 
 
+# An event id is a UUID: 32 hex digits (ours), or the canonical 8-4-4-4-12 form the design's
+# examples use (any case). Both are kept as 32 lowercase hex digits, so one event sent in
+# either form is one event (the chronicler's duplicate check, the table's primary key).
+_EVENT_ID_FORMS = re.compile(r"[0-9a-f]{32}|[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}", re.I)
+
+
+def normalize_event_id(value: str) -> str:
+    """`value` as a stored event id (32 lowercase hex digits); ValueError if not a UUID."""
+    if not _EVENT_ID_FORMS.fullmatch(value):
+        raise ValueError("event_id must be a UUID: 32 hex digits, or 8-4-4-4-12 with hyphens")
+    return value.replace("-", "").lower()
+
+
 class ObservabilityEvent(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     schema_version: Literal[1] = SCHEMA_VERSION
-    event_id: str = Field(default_factory=_new_event_id, pattern=r"^[0-9a-f]{32}$")
+    event_id: str = Field(default_factory=_new_event_id, min_length=32, max_length=36)
     timestamp: AwareDatetime = Field(default_factory=lambda: datetime.now(UTC))
     service: Service
     process: str = Field(min_length=1, max_length=64)
@@ -49,6 +63,36 @@ class ObservabilityEvent(BaseModel):
     session_id: SafeId | None = None
     data: dict[str, JsonValue] = Field(default_factory=dict)
     reasoning: str | None = Field(default=None, max_length=1000)
+
+    @field_validator("event_id")
+    @classmethod
+    def _uuid_event_id(cls, value: str) -> str:
+        return normalize_event_id(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_old_names(cls, value: Any) -> Any:
+        """An event of the registry before ADR 0021 (an old event file, an old client) is read
+        under today's creature: name, service, process and zone together."""
+        if not isinstance(value, dict):
+            return value
+        creature, process = value.get("creature"), value.get("process")
+        if not isinstance(creature, str) or not isinstance(process, str):
+            return value
+        known = CREATURES.get(creature)
+        if known is not None and known.process == process:
+            return value
+        data = value.get("data")
+        now = upgrade_legacy(creature, process, data if isinstance(data, dict) else {})
+        if now is None:
+            return value
+        return {
+            **value,
+            "creature": now.name.value,
+            "service": now.service.value,
+            "process": now.process,
+            "zone": now.zone.value,
+        }
 
     @field_validator("creature")
     @classmethod
@@ -87,7 +131,7 @@ class ObservabilityEvent(BaseModel):
         return cls(
             service=c.service,
             process=c.process,
-            creature=c.name,
+            creature=c.name.value,
             zone=c.zone,
             event_type=EventType(event_type),
             session_id=session_id,

@@ -1,7 +1,13 @@
-"""Identifiers that may become part of a file path (session ids, device ids, stream ids).
+"""Identifiers that may become part of a file path (session ids, device ids, stream ids), and
+segment ids, which never do.
 
-Every such id is validated against one pattern *before* anything touches the disk, so path
+Every path id is validated against one pattern *before* anything touches the disk, so path
 tricks (`../`, `/`, NUL, dots, unicode look-alikes) are rejected with a clear error.
+
+Segment ids also allow dots, because the design's own ids carry times (`seg-001-0.00-4.52`).
+They name a segment inside a session's JSONL and a database row, never a file, and are joined
+to a session id only with `/` (which they cannot contain). Even so the rule keeps them inert
+as a path part: no leading dot and no `..`.
 """
 
 from __future__ import annotations
@@ -41,3 +47,19 @@ def _check(value: str) -> str:
 
 SafeId = Annotated[str, AfterValidator(_check)]
 """A pydantic field type for ids that may become part of a path."""
+
+SEGMENT_ID_PATTERN = r"^(?!.*\.\.)[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$"
+_SEGMENT_ID_RE = re.compile(SEGMENT_ID_PATTERN)
+
+
+def _check_segment_id(value: str) -> str:
+    if not _SEGMENT_ID_RE.fullmatch(value):
+        raise ValueError(
+            "must be 1-128 characters of A-Z a-z 0-9 _ - . (not starting with a dot, no '..', "
+            "no slashes or spaces)"
+        )
+    return value
+
+
+SegmentId = Annotated[str, AfterValidator(_check_segment_id)]
+"""A pydantic field type for segment ids: a path id's characters plus single dots."""

@@ -19,7 +19,7 @@ from pydantic import (
 )
 
 from her_os_shared import SCHEMA_VERSION
-from her_os_shared.ids import SafeId
+from her_os_shared.ids import SafeId, SegmentId
 
 MAX_TEXT_CHARS = 100_000
 MAX_SEGMENTS_PER_PAYLOAD = 10_000
@@ -54,7 +54,7 @@ class Emotion(_Contract):
 class Segment(_Contract):
     """One stretch of speech by one speaker. Times are seconds from session start."""
 
-    segment_id: SafeId
+    segment_id: SegmentId
     speaker: str = Field(min_length=1, max_length=128)
     text: str = Field(max_length=MAX_TEXT_CHARS)
     start: float = Field(ge=0.0)

@@ -15,8 +15,12 @@ from annie_voice.llm.base import (
     ToolCall,
     Usage,
 )
+from annie_voice.llm.pool import BackendName, BackendPool, BackendUnavailableError
 
 __all__ = [
+    "BackendName",
+    "BackendPool",
+    "BackendUnavailableError",
     "ChatBackend",
     "LLMError",
     "Message",
@@ -29,14 +33,18 @@ __all__ = [
 ]
 
 
-def create_backend(settings: Settings, engine: EngineClient) -> ChatBackend:
-    """The backend the settings choose (see Settings.resolved_llm_backend). The LLM SDKs are
-    imported only here, only for the backend chosen."""
-    choice = settings.resolved_llm_backend()
+def create_backend(
+    settings: Settings, engine: EngineClient, choice: BackendName | None = None
+) -> ChatBackend:
+    """The backend `choice` names (None: the one the settings choose, see
+    Settings.resolved_llm_backend). The LLM SDKs are imported only here, only for the backend
+    chosen."""
+    choice = choice or settings.resolved_llm_backend()
     if choice == "openai":
         from annie_voice.llm.openai_compat import OpenAICompatibleBackend
 
-        assert settings.llm_base_url and settings.llm_model  # checked by Settings
+        # checked by Settings (the default) or BackendPool (a session's choice)
+        assert settings.llm_base_url and settings.llm_model
         return OpenAICompatibleBackend(
             base_url=settings.llm_base_url,
             model=settings.llm_model,
@@ -48,7 +56,7 @@ def create_backend(settings: Settings, engine: EngineClient) -> ChatBackend:
     if choice == "claude":
         from annie_voice.llm.claude import ClaudeBackend
 
-        assert settings.claude_api_key is not None  # checked by Settings
+        assert settings.claude_api_key is not None  # checked by Settings or BackendPool
         return ClaudeBackend(
             api_key=settings.claude_api_key.get_secret_value(),
             model=settings.claude_model,

@@ -3,6 +3,7 @@ package (imported when first built)."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -79,6 +80,11 @@ class ClaudeBackend:
         self._client = AsyncAnthropic(
             api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0
         )
+        # anthropic 2.x speaks API version 2026-10-21, which dropped the sampling parameters:
+        # its create() raises TypeError on `temperature` and the API answers 400 to one sent
+        # another way. Older SDKs (the dependency range allows them) still take it.
+        create = inspect.signature(self._client.messages.create)
+        self._sends_temperature = "temperature" in create.parameters
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -93,9 +99,10 @@ class ClaudeBackend:
             "system": system,
             "messages": to_claude_messages(messages),
             "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
             "stream": True,
         }
+        if self._sends_temperature:
+            kwargs["temperature"] = self.temperature
         if tools:
             kwargs["tools"] = to_claude_tools(tools)
         blocks: dict[int, dict[str, str]] = {}

@@ -1,4 +1,6 @@
-"""Annie's tools (creature: otter). `make_tools(config)` gives the enabled ones.
+"""Annie's tools. `make_tools(config)` gives the enabled ones. Each call is an event of the
+tool's creature (`her_os_shared.creatures.tool_creature`: web_search is the design's chimera,
+fetch_webpage its selkie, the tool router griffin runs the rest).
 
 Each tool has `name`, `description`, `parameters` (JSON schema) and `async run(args) ->
 ToolResult`; `run` never raises. A result with `data` (render_table, render_chart) is for the

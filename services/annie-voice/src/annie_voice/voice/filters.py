@@ -24,6 +24,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from annie_voice.llm.toolfilter import ToolCallTextFilter
 from annie_voice.observe import Observer
+from her_os_shared.creatures import CreatureName
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
@@ -64,18 +65,21 @@ class ToolCallTextFilterProcessor(FrameProcessor):
 
 
 class VoiceObserverProcessor(FrameProcessor):
-    """Emits the voice session's events (the mermaid creature) through Annie's Observer:
-    start and end of the session, the user's and Annie's speech, transcripts, errors. Who is
-    speaking also goes to the page (`{type: "speaking", role, speaking}`), which shows it."""
+    """Emits the voice session's events through Annie's Observer: the pipeline's (the design's
+    luna-moth: start and end of the session, the user speaking, errors), what Annie heard
+    (serpent: each transcript) and Annie speaking (leviathan, the TTS: start and complete). Who
+    is speaking also goes to the page (`{type: "speaking", role, speaking}`), which shows it."""
 
     def __init__(self, observer: Observer, session_id: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.observer = observer
         self.session_id = session_id
 
-    def _emit(self, event_type: str, **data: Any) -> None:
+    def _emit(
+        self, event_type: str, creature: CreatureName = CreatureName.LUNA_MOTH, **data: Any
+    ) -> None:
         self.observer.emit(
-            "mermaid", event_type, session_id=self.session_id, data={"voice": True, **data}
+            creature, event_type, session_id=self.session_id, data={"voice": True, **data}
         )
 
     async def _speaking(self, role: str, speaking: bool) -> None:
@@ -95,12 +99,12 @@ class VoiceObserverProcessor(FrameProcessor):
             self._emit("metric", stage="user_stopped")
             await self._speaking("user", False)
         elif isinstance(frame, TranscriptionFrame):
-            self._emit("metric", stage="transcript", chars=len(frame.text))
+            self._emit("complete", CreatureName.SERPENT, stage="transcript", chars=len(frame.text))
         elif isinstance(frame, BotStartedSpeakingFrame):
-            self._emit("metric", stage="annie_speaking")
+            self._emit("start", CreatureName.LEVIATHAN, stage="annie_speaking")
             await self._speaking("assistant", True)
         elif isinstance(frame, BotStoppedSpeakingFrame):
-            self._emit("metric", stage="annie_stopped")
+            self._emit("complete", CreatureName.LEVIATHAN, stage="annie_stopped")
             await self._speaking("assistant", False)
         elif isinstance(frame, ErrorFrame):
             self._emit("error", error=str(frame.error)[:300])

@@ -1,4 +1,4 @@
-"""Speech emotion of a segment (the `dolphin` capability).
+"""Speech emotion of a segment (the ser-emotion process: the `CreatureName.HYDRA` creature).
 
 Two backends behind one interface, chosen by `AUDIO_PIPELINE_EMOTION_BACKEND`:
 

@@ -64,6 +64,7 @@ from context_engine.graph.facts import edge_name
 from context_engine.graph.query import at_or_before
 from context_engine.graph.store import session_episode_name, session_of_episode_name, utc
 from context_engine.predicates import PREDICATES
+from her_os_shared.creatures import engine_llm_creature
 
 if TYPE_CHECKING:
     from graphiti_core.driver.driver import GraphDriver
@@ -177,7 +178,8 @@ class HerGraphiti(Graphiti):
 class GraphitiLLM(OpenAIGenericClient):
     """graphiti's OpenAI-compatible client (json_schema output) that fails fast and clearly:
     every failure is a GraphLLMError, every answer is checked against its schema, and no call
-    is retried here. Counts its calls; with a recorder each is a `leviathan` event."""
+    is retried here. Counts its calls; with a recorder each is an event of the model's creature
+    (`her_os_shared.creatures.engine_llm_creature`)."""
 
     def __init__(
         self, config: LLMConfig, client: Any, max_tokens: int, recorder: Any = None
@@ -189,7 +191,10 @@ class GraphitiLLM(OpenAIGenericClient):
     async def _emit(self, event_type: str, data: dict[str, Any], reasoning: str) -> None:
         if self.recorder is not None:
             await self.recorder.emit(
-                "leviathan", event_type, data={"model": self.model} | data, reasoning=reasoning
+                engine_llm_creature(self.model or ""),
+                event_type,
+                data={"model": self.model} | data,
+                reasoning=reasoning,
             )
 
     async def _generate_response_with_retry(  # type: ignore[override]

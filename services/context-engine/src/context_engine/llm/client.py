@@ -225,15 +225,21 @@ def make_llm_client(
         timeout_s=settings.llm_timeout_s,
         max_tokens=settings.llm_max_tokens,
     )
-    client = _with_fallback(settings, primary)
-    if recorder is not None:  # every call an event of the leviathan creature
-        from context_engine.llm.observed import ObservedLLM
-
-        client = ObservedLLM(client, recorder)
-    return client
+    return _with_fallback(settings, _observed(primary, recorder), recorder)
 
 
-def _with_fallback(settings: Settings, primary: LLMClient) -> LLMClient:
+def _observed(client: LLMClient, recorder: EventRecorder | None) -> LLMClient:
+    """Every call an event of the model's creature (the primary's and the fallback's apart)."""
+    if recorder is None:
+        return client
+    from context_engine.llm.observed import ObservedLLM
+
+    return ObservedLLM(client, recorder)
+
+
+def _with_fallback(
+    settings: Settings, primary: LLMClient, recorder: EventRecorder | None = None
+) -> LLMClient:
     if settings.claude_api_key is None or not settings.claude_api_key.get_secret_value():
         return primary
     from context_engine.llm.claude import ClaudeClient
@@ -245,4 +251,4 @@ def _with_fallback(settings: Settings, primary: LLMClient) -> LLMClient:
         timeout_s=settings.llm_timeout_s,
         max_tokens=settings.llm_max_tokens,
     )
-    return FallbackClient(primary, claude)
+    return FallbackClient(primary, _observed(claude, recorder))

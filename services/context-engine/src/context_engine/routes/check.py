@@ -17,7 +17,7 @@ CheckId = Annotated[
     Query(
         pattern=ID_PATTERN,
         max_length=128,
-        description="names the check in its progress events (ouroboros); default: a new id",
+        description="names the check in its progress events (sea-cucumber); default: a new id",
     ),
 ]
 

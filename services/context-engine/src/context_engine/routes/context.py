@@ -9,7 +9,7 @@ from fastapi import APIRouter, HTTPException, Query
 
 from context_engine.retrieve import AllLegsFailedError, ContextQuery, UnknownLegsError
 from context_engine.routes.deps import RuntimeDep, as_of_or_now
-from context_engine.schemas import ContextResponse
+from context_engine.schemas import ContextItem, ContextResponse
 from context_engine.tiers import TIERS, Tier
 
 router = APIRouter(tags=["retrieval"])
@@ -87,7 +87,7 @@ async def get_context(
             "as_of": when,
             "hours_back": hours_back,
             "tiers": None if tiers is None else [t for t in TIERS if t in tiers],
-            "results": result.results,
+            "results": [ContextItem.from_result(r) for r in result.results],
             "legs": result.legs,  # name → ok | timeout | error
             "degraded": result.degraded,
             "about": [s.out() for s in result.knowledge.about] if result.knowledge else [],

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, HTTPException, Path, Request
+from fastapi.exceptions import RequestValidationError
 
 from context_engine.runtime import Runtime
 from her_os_shared.ids import ID_PATTERN
@@ -33,3 +34,19 @@ def as_of_or_now(when: datetime | None) -> datetime:
     if when is None:
         return datetime.now(UTC)
     return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+T = TypeVar("T")
+
+
+def invalid_query(param: str, msg: str) -> RequestValidationError:
+    """A 422 in FastAPI's own validation-error shape, so clients read every 422 the same way."""
+    return RequestValidationError([{"type": "value_error", "loc": ("query", param), "msg": msg}])
+
+
+def either(name: str, value: T | None, alias: str, alias_value: T | None) -> T | None:
+    """A parameter the design names differently (`entity_type` for `type`): either name
+    works; both with different values is a 422, not a silent choice."""
+    if value is not None and alias_value is not None and value != alias_value:
+        raise invalid_query(alias, f"{alias} and {name} are the same parameter; give one")
+    return value if value is not None else alias_value

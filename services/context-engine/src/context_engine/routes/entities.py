@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Path, Query
 
 from context_engine.entities import get_entity, list_entities
 from context_engine.profile import entity_profile
-from context_engine.routes.deps import PG_BIGINT_MAX, RuntimeDep, as_of_or_now
+from context_engine.routes.deps import PG_BIGINT_MAX, RuntimeDep, as_of_or_now, either
 from context_engine.schemas import EntityDetail, EntityPage, EntityProfile
 
 router = APIRouter(tags=["entities"])
@@ -23,6 +23,9 @@ async def get_entities(
     runtime: RuntimeDep,
     type: Annotated[
         str | None, Query(min_length=1, max_length=64, description="entity type filter")
+    ] = None,
+    entity_type: Annotated[
+        str | None, Query(min_length=1, max_length=64, description="as `type` (the design's name)")
     ] = None,
     q: Annotated[
         str | None, Query(min_length=1, max_length=200, description="name contains (any case)")
@@ -40,10 +43,11 @@ async def get_entities(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=PG_BIGINT_MAX)] = 0,
 ) -> EntityPage:
+    wanted = either("type", type, "entity_type", entity_type)
     async with runtime.db.main.connect() as conn:
         items, total = await list_entities(
             conn,
-            entity_type=type,
+            entity_type=wanted,
             limit=limit,
             offset=offset,
             query=q,

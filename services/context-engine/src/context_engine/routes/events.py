@@ -1,6 +1,9 @@
 """The chronicler's routes (chronicler.py does the work): `POST /v1/events/emit`,
 `GET /v1/events` and the live stream `GET /v1/events/stream`.
 
+The design's forms are taken beside ours: a bare JSON array of events to emit, and
+`start`/`end`/`source=buffer|db` for the time machine (routes/deps.either).
+
 The stream is on its own router (`stream_router`): it also takes the token as `?token=` or
 `?x_internal_token=` (the design's spelling), because a browser's EventSource cannot set
 headers (routes/__init__.py). Our dashboard sends the header; the access log redacts both."""
@@ -8,15 +11,22 @@ headers (routes/__init__.py). Our dashboard sends the header; the access log red
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
+from fastapi import APIRouter, Body, Depends, Header, HTTPException, Query, Request
+from pydantic import Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from context_engine.chronicler import EventFilter, sse_stream
-from context_engine.routes.deps import get_runtime
+from context_engine.routes.deps import either, get_runtime, invalid_query
 from context_engine.runtime import Runtime
-from context_engine.schemas import EmitRequest, EmitResponse, EventPage
+from context_engine.schemas import (
+    MAX_EMIT_EVENTS,
+    EmitEvents,
+    EmitRequest,
+    EmitResponse,
+    EventPage,
+)
 from her_os_shared.creatures import CREATURES, Service
 from her_os_shared.events import EventType
 from her_os_shared.ids import ID_PATTERN
@@ -37,13 +47,13 @@ CreatureQuery = Annotated[
     str | None, Query(description="comma-separated creature names (default: all)")
 ]
 ServiceQuery = Annotated[str | None, Query(description="comma-separated services (default: all)")]
-
-
-def _invalid(param: str, msg: str) -> HTTPException:
-    # FastAPI's own validation-error shape, so clients read every 422 the same way.
-    return HTTPException(
-        status_code=422, detail=[{"loc": ["query", param], "msg": msg, "type": "value_error"}]
-    )
+SinceQuery = Annotated[datetime | None, Query(description="at or after (ISO; naive = UTC)")]
+UntilQuery = Annotated[datetime | None, Query(description="before (ISO; naive = UTC)")]
+# The design's body is a bare array; ours wraps it. Either, at most MAX_EMIT_EVENTS events.
+EmitBody = Annotated[
+    Annotated[EmitEvents, Field(max_length=MAX_EMIT_EVENTS)] | EmitRequest,
+    Body(description='a JSON array of events, or {"events": [...]}'),
+]
 
 
 def _names(value: str | None, known: set[str], param: str) -> frozenset[str] | None:
@@ -52,7 +62,7 @@ def _names(value: str | None, known: set[str], param: str) -> frozenset[str] | N
     names = frozenset(v.strip() for v in value.split(",") if v.strip())
     unknown = sorted(names - known)
     if unknown or not names:
-        raise _invalid(param, f"unknown {param} {', '.join(unknown) or repr(value)}")
+        raise invalid_query(param, f"unknown {param} {', '.join(unknown) or repr(value)}")
     return names
 
 
@@ -70,7 +80,7 @@ def _filter(
 ) -> EventFilter:
     since, until = _utc(since), _utc(until)
     if since is not None and until is not None and since >= until:
-        raise _invalid("until", "until must be after since")
+        raise invalid_query("until", "until must be after since")
     return EventFilter(
         creatures=_names(creature, set(CREATURES), "creature"),
         services=_names(service, {s.value for s in Service}, "service"),
@@ -86,8 +96,9 @@ def _filter(
     response_model=EmitResponse,
     summary="Record events of other services (each validated on its own)",
 )
-async def emit_events(runtime: EventsRuntimeDep, body: EmitRequest) -> EmitResponse:
-    return EmitResponse.model_validate(runtime.chronicler.emit(body.events))
+async def emit_events(runtime: EventsRuntimeDep, body: EmitBody) -> EmitResponse:
+    events = body.events if isinstance(body, EmitRequest) else body
+    return EmitResponse.model_validate(runtime.chronicler.emit(events))
 
 
 @router.get(
@@ -103,13 +114,24 @@ async def list_events(
         str | None, Query(description="comma-separated: start, complete, error, metric")
     ] = None,
     session_id: Annotated[str | None, Query(pattern=ID_PATTERN, max_length=128)] = None,
-    since: Annotated[datetime | None, Query(description="at or after (ISO; naive = UTC)")] = None,
-    until: Annotated[datetime | None, Query(description="before (ISO; naive = UTC)")] = None,
+    since: SinceQuery = None,
+    until: UntilQuery = None,
+    start: Annotated[datetime | None, Query(description="as `since` (the design's name)")] = None,
+    end: Annotated[datetime | None, Query(description="as `until` (the design's name)")] = None,
+    source: Annotated[
+        Literal["buffer", "db"] | None,
+        Query(
+            description="buffer: the ring in memory alone (recent events); db: PostgreSQL "
+            "alone; default: the ring when it holds the whole page, else PostgreSQL"
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
 ) -> EventPage:
+    since = either("since", since, "start", start)
+    until = either("until", until, "end", end)
     flt = _filter(creature, service, event_type, session_id, since, until)
-    page = await runtime.chronicler.query(flt, limit=limit, offset=offset)
+    page = await runtime.chronicler.query(flt, limit=limit, offset=offset, source=source or "auto")
     return EventPage.model_validate(page)
 
 
