@@ -935,6 +935,11 @@ IMAGE_LICENCES: dict[str, System] = {
         GENERAL,
     ),
     "searxng/searxng": System("AGPL-3.0-or-later", "docker compose: searxng", GENERAL),
+    "ghcr.io/ggml-org/llama.cpp": System(
+        "MIT (llama.cpp, ggml); its CUDA libraries under NVIDIA's licence",
+        "docker compose (GPU overlay, profile llama-server): llama-server",
+        GENERAL,
+    ),
 }
 # Build tools installed by `pip install` in a Dockerfile's build stage (not in the runtime).
 BUILD_TOOLS = {"uv": ("MIT OR Apache-2.0", GENERAL)}
@@ -942,6 +947,12 @@ BUILD_TOOLS = {"uv": ("MIT OR Apache-2.0", GENERAL)}
 # Models fetched or put in place at run time by a configured production backend: not shipped.
 RUNTIME_MODELS: tuple[tuple[str, str, str, str], ...] = (
     ("qwen3:8b, qwen3-embedding:0.6b (Ollama)", "Apache-2.0", "ollama-init pulls them", GENERAL),
+    (
+        "Qwen3.5-9B Q4_K_M GGUF (llama-server, Annie's qwen3.5-9b)",
+        "Apache-2.0 (Qwen3.5; see the GGUF's model card)",
+        "GPU overlay, profile llama-server: put in the llama-models volume by hand",
+        GENERAL,
+    ),
     (
         "Whisper large-v3 (WhisperX, faster-whisper-large-v3)",
         "MIT",

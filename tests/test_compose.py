@@ -623,3 +623,146 @@ async def test_postgres_init_script_runs_on_a_real_postgres(db_url: str) -> None
         await conn.close()
     assert public_connect is False
     assert zone == ["TimeZone=UTC"]
+
+
+# ---------------------------------------------------------------- the design's models (ADR 0023)
+
+LLAMA_URL = "http://llama-server:8003/v1"
+
+
+def env_file_with(tmp_path: Path, **values: str) -> Path:
+    """.env.example with some variables set otherwise."""
+    lines = ENV_EXAMPLE.read_text(encoding="utf-8").splitlines()
+    for key, value in values.items():
+        assert any(line.startswith(f"{key}=") for line in lines), f"{key} not in .env.example"
+        lines = [f"{key}={value}" if line.startswith(f"{key}=") else line for line in lines]
+    path = tmp_path / "env"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_llama_server_is_the_gpu_overlays_opt_in_profile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The design's llama-server (:8003, Qwen3.5-9B for Annie): off unless its profile is
+    asked for; then a GPU service serving the owner's GGUF read-only, reachable on the compose
+    network only, which Annie's `qwen3.5-9b` backend reaches once HER_OS_LLAMA_SERVER_URL
+    points at it."""
+    assert "llama-server" not in config(BASE, GPU)["services"]
+    env_file = env_file_with(tmp_path, HER_OS_LLAMA_SERVER_URL=LLAMA_URL)
+    result = run_compose(
+        "--profile", "llama-server", "config", "--format", "json", files=(BASE, GPU),
+        env_file=env_file,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    services = json.loads(result.stdout)["services"]
+    llama = services["llama-server"]
+    image = llama["image"]
+    assert image.startswith("ghcr.io/ggml-org/llama.cpp:server-cuda-b"), image
+    assert llama["restart"] == "unless-stopped" and not llama.get("ports")
+    (device,) = llama["deploy"]["resources"]["reservations"]["devices"]
+    assert device["driver"] == "nvidia" and "gpu" in device["capabilities"]
+    command = llama["command"]
+
+    def flag(name: str) -> str:
+        return command[command.index(name) + 1]
+
+    assert flag("--host") == "0.0.0.0" and flag("--port") == "8003"
+    assert "--jinja" in command  # the chat template's tool calls: Annie's tools
+    (mount,) = llama["volumes"]
+    assert mount["target"] == "/models" and mount["read_only"] is True
+    assert flag("--model") == f"/models/{env_example()['HER_OS_LLAMA_MODEL_FILE']}"
+    assert "8003/health" in llama["healthcheck"]["test"][-1]
+    # Annie: the URL, and the model name she sends is the server's alias.
+    env = services["annie-voice"]["environment"]
+    assert env["ANNIE_VOICE_LLAMA_SERVER_URL"] == LLAMA_URL
+    settings = service_settings("annie-voice", env, monkeypatch)
+    assert settings.llama_server_url == LLAMA_URL
+    assert settings.llama_server_model == flag("--alias")
+    # as docs/deploy.md turns it on: COMPOSE_PROFILES in .env (commented out in the example)
+    assert "# COMPOSE_PROFILES=llama-server" in ENV_EXAMPLE.read_text(encoding="utf-8")
+    enabled = tmp_path / "enabled"
+    enabled.write_text(env_file.read_text(encoding="utf-8") + "COMPOSE_PROFILES=llama-server\n")
+    result = run_compose("config", "--services", files=(BASE, GPU), env_file=enabled)
+    assert result.returncode == 0, result.stderr
+    assert "llama-server" in result.stdout.split()
+
+
+def test_a_host_directory_may_hold_the_gguf(tmp_path: Path) -> None:
+    env_file = env_file_with(tmp_path, HER_OS_LLAMA_MODELS="/srv/models")
+    result = run_compose(
+        "--profile", "llama-server", "config", "--format", "json", files=(BASE, GPU),
+        env_file=env_file,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (mount,) = json.loads(result.stdout)["services"]["llama-server"]["volumes"]
+    assert (mount["type"], mount["source"], mount["read_only"]) == ("bind", "/srv/models", True)
+
+
+def test_without_the_url_annie_has_no_llama_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    for files in ((BASE,), (BASE, GPU)):
+        env = config(*files)["services"]["annie-voice"]["environment"]
+        assert env["ANNIE_VOICE_LLAMA_SERVER_URL"] == ""
+        assert service_settings("annie-voice", env, monkeypatch).llama_server_url is None
+
+
+def test_the_gpu_overlay_puts_annies_whisper_and_kokoro_on_the_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = config(BASE)["services"]["annie-voice"]["environment"]
+    assert "ANNIE_VOICE_STT_BACKEND" not in base and "ANNIE_VOICE_TTS_BACKEND" not in base
+    env = config(BASE, GPU)["services"]["annie-voice"]["environment"]
+    settings = service_settings("annie-voice", env, monkeypatch)
+    assert (settings.stt_backend, settings.tts_backend) == ("whisper-gpu", "kokoro")
+    assert (settings.whisper_device, settings.whisper_compute_type) == ("cuda", "float16")
+    assert env["ONNX_PROVIDER"] == "CUDAExecutionProvider"  # kokoro-onnx's provider choice
+    # the model files the owner puts in the annie-models volume (docs/deploy.md)
+    (mount,) = [
+        m for m in config(BASE, GPU)["services"]["annie-voice"]["volumes"]
+        if m["target"] == "/data/models"
+    ]  # fmt: skip
+    assert settings.whisper_model_dir is not None and settings.kokoro_model_path is not None
+    assert PurePosixPath(mount["target"]) in PurePosixPath(settings.whisper_model_dir).parents
+    assert PurePosixPath(mount["target"]) in PurePosixPath(settings.kokoro_model_path).parents
+    # a card without the memory for them: back to the CPU models from .env
+    env_file = env_file_with(
+        tmp_path, HER_OS_ANNIE_STT_BACKEND="moonshine", HER_OS_ANNIE_TTS_BACKEND="hibari"
+    )
+    result = run_compose("config", "--format", "json", files=(BASE, GPU), env_file=env_file)
+    assert result.returncode == 0, result.stderr
+    env = json.loads(result.stdout)["services"]["annie-voice"]["environment"]
+    assert (env["ANNIE_VOICE_STT_BACKEND"], env["ANNIE_VOICE_TTS_BACKEND"]) == (
+        "moonshine",
+        "hibari",
+    )
+
+
+def test_the_contradiction_model_is_pulled_and_handed_to_the_engine(tmp_path: Path) -> None:
+    services = config(BASE)["services"]
+    assert services["context-engine"]["environment"]["CONTEXT_ENGINE_CONTRADICTION_MODEL"] == ""
+    env_file = env_file_with(tmp_path, HER_OS_CONTRADICTION_MODEL="qwen3:32b")
+    result = run_compose("config", "--format", "json", env_file=env_file)
+    assert result.returncode == 0, result.stderr
+    services = json.loads(result.stdout)["services"]
+    engine = services["context-engine"]["environment"]
+    assert engine["CONTEXT_ENGINE_CONTRADICTION_MODEL"] == "qwen3:32b"
+    init = services["ollama-init"]
+    assert init["environment"]["HER_OS_CONTRADICTION_MODEL"] == "qwen3:32b"
+    # The pull loop as the container's sh runs it ($$ is compose's `$`), with an `ollama`
+    # that has no model yet: the contradiction model is pulled when set, skipped when empty.
+    script = init["command"][0].replace("$$", "$")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "ollama").write_text('#!/bin/sh\n[ "$1" = show ] && exit 1\necho "$@"\n')
+    (fake / "ollama").chmod(0o755)
+    pulled = {}
+    for value in ("qwen3:32b", ""):
+        env = {**init["environment"], "HER_OS_CONTRADICTION_MODEL": value}
+        done = subprocess.run(
+            ["sh", "-c", script], env={**env, "PATH": f"{fake}:/usr/bin:/bin"},
+            capture_output=True, text=True, timeout=30, check=True,
+        )  # fmt: skip
+        pulled[value] = [line for line in done.stdout.splitlines() if line.startswith("pull ")]
+    models = [init["environment"]["HER_OS_LLM_MODEL"], init["environment"]["HER_OS_EMBED_MODEL"]]
+    assert pulled["qwen3:32b"] == [f"pull {m}" for m in (*models, "qwen3:32b")]
+    assert pulled[""] == [f"pull {m}" for m in models]

@@ -12,7 +12,6 @@ secret, and for the request lines themselves, so a run that logged nothing canno
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import shutil
@@ -20,19 +19,17 @@ import signal
 import subprocess
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
-import asyncpg
 import httpx
 import pytest
 from engine_harness import free_port
-from service_process import spawn, stop, tail
+from platform_harness import START_S, Service, platform
+from platform_harness import until as _until
+from service_process import tail
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE_TOKEN = "engine-token-" + "e" * 19
@@ -41,49 +38,9 @@ ANNIE_TOKEN = "annie-token-" + "n" * 20
 WEBHOOK_TOKEN = "webhook-token-" + "w" * 18
 WRONG = "wrong-token-" + "x" * 20  # a refused token must not be logged either
 SECRETS = (ENGINE_TOKEN, AUDIO_TOKEN, ANNIE_TOKEN, WEBHOOK_TOKEN, WRONG)
-START_S = 240.0
 LOG_WAIT_S = 30.0
 
 pytestmark = pytest.mark.timeout(480)
-
-
-@dataclass
-class Service:
-    name: str
-    url: str
-    log: Path
-    proc: subprocess.Popen[bytes]
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-
-def _until(what: str, check: Callable[[], bool], deadline_s: float, log: Path) -> None:
-    deadline = time.monotonic() + deadline_s
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}:\n{tail(log)}")
-        time.sleep(0.1)
-
-
-def _healthy(service: Service) -> bool:
-    assert service.proc.poll() is None, f"{service.name} exited:\n{tail(service.log)}"
-    try:
-        return httpx.get(service.url + "/health", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def _admin(postgres_server: tuple[str, str], sql: str) -> None:
-    async def run() -> None:
-        socket_dir, user = postgres_server
-        conn = await asyncpg.connect(host=socket_dir, user=user, database="postgres")
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    asyncio.run(run())
 
 
 @pytest.fixture(scope="module")
@@ -93,52 +50,15 @@ def services(
     """The context engine, the audio pipeline and Annie (talking to that engine), each a
     real process at debug level, started together."""
     root = tmp_path_factory.mktemp("token-logs")
-    socket_dir, user = postgres_server
-    database = f"tokens_{uuid.uuid4().hex[:10]}"
-    _admin(postgres_server, f'CREATE DATABASE "{database}"')
-    ports = {name: free_port() for name in ("engine", "audio", "annie")}
-    url = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
-    common = {"LOG_LEVEL": "debug", "LOG_FORMAT": "json"}
-    settings = {
-        "engine": ("context_engine", "CONTEXT_ENGINE_", {
-            "INTERNAL_TOKEN": ENGINE_TOKEN,
-            "DATABASE_URL": f"postgresql+asyncpg://{user}@/{database}?host={quote(socket_dir)}",
-            "TRANSCRIPTS_DIR": str(root / "transcripts"),
-            "EVENTS_DIR": str(root / "engine-events"),
-            "SEARCH_INDEX_DIR": str(root / "search-index"),
-            "VECTOR_DIR": str(root / "vectors"),
-            "VECTOR_INDEX_ENABLED": "false",
-        }),
-        "audio": ("audio_pipeline", "AUDIO_PIPELINE_", {
-            "INTERNAL_TOKEN": AUDIO_TOKEN,
-            "WEBHOOK_TOKEN": WEBHOOK_TOKEN,
-            "TRANSCRIPTS_DIR": str(root / "transcripts"),
-            "EVENTS_DIR": str(root / "audio-events"),
-            "SPOOL_DIR": str(root / "spool"),
-            "ENROLLMENT_DIR": str(root / "enrollment"),
-            "MODELS_DIR": str(root / "models"),
-        }),
-        "annie": ("annie_voice", "ANNIE_VOICE_", {
-            "INTERNAL_TOKEN": ANNIE_TOKEN,
-            "CONTEXT_ENGINE_URL": url["engine"],
-            "CONTEXT_ENGINE_TOKEN": ENGINE_TOKEN,
-            "MODELS_DIR": str(root / "models"),
-            "PYTHON_SCRATCH_ROOT": str(root / "scratch"),
-        }),
-    }  # fmt: skip
-    started: dict[str, Service] = {}
-    try:
-        for name, (package, prefix, own) in settings.items():
-            log = root / f"{name}.log"
-            proc = spawn(package, prefix, ports[name], {**common, **own}, log)
-            started[name] = Service(name, url[name], log, proc)
-        for service in started.values():
-            _until(f"{service.name} to answer", lambda s=service: _healthy(s), START_S, service.log)
+    tokens = {"engine": ENGINE_TOKEN, "audio": AUDIO_TOKEN, "annie": ANNIE_TOKEN}
+    with platform(
+        postgres_server,
+        root,
+        tokens,
+        common={"LOG_LEVEL": "debug", "LOG_FORMAT": "json"},
+        extra={"audio": {"WEBHOOK_TOKEN": WEBHOOK_TOKEN}},
+    ) as started:
         yield started
-    finally:
-        for service in started.values():
-            stop(service.proc)
-        _admin(postgres_server, f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
 
 
 def _open_stream(client: httpx.Client, path: str, **kwargs: Any) -> int:

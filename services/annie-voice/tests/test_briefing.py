@@ -119,3 +119,13 @@ async def test_look_alike_brackets_and_the_tier_field_cannot_break_out() -> None
 
 def test_clean_keeps_ordinary_text() -> None:
     assert clean("  Priya   moved\tto Lisbon — in May!  ") == "Priya moved to Lisbon — in May!"
+
+
+def test_the_memory_follows_the_base_prompt_as_the_design_orders_them() -> None:
+    from annie_voice.briefing import Briefing, system_prompt
+
+    base = "You are Annie. When the memory below helps, use it."
+    briefing = Briefing(status="ok", text="<memory>\nPriya is moving to Lisbon\n</memory>")
+    prompt = system_prompt(base, briefing)
+    assert prompt.index(base) < prompt.index("<memory>")
+    assert system_prompt(base, Briefing(status="empty")) == base

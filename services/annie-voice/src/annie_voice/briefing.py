@@ -63,7 +63,7 @@ def clean(text: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Briefing:
     status: BriefingStatus
-    # The block prepended to the system prompt ("" when there is no memory).
+    # The block that follows the system prompt ("" when there is no memory).
     text: str = ""
     items: int = 0
     reason: str | None = None
@@ -244,7 +244,9 @@ async def _optional(found: Awaitable[T], default: T, what: str) -> T:
 
 
 def system_prompt(base: str, briefing: Briefing) -> str:
-    """The briefing, when there is one, goes before the base prompt."""
+    """The briefing, when there is one, goes after the base prompt, as the design orders them
+    (the base prompt speaks of "the memory below"); a turn's own memory follows the
+    session's."""
     if not briefing.text:
         return base
-    return f"{briefing.text}\n\n{base}"
+    return f"{base}\n\n{briefing.text}"

@@ -88,6 +88,16 @@ class Settings(ServiceSettings):
     llm_max_tokens: int = Field(default=1024, ge=16, le=32768)
     llm_temperature: float = Field(default=0.6, ge=0, le=2)
     system_prompt: str = Field(default=DEFAULT_SYSTEM_PROMPT, min_length=1, max_length=20000)
+    # The design's llama-server (Qwen3.5-9B Q4_K_M on :8003, §8 LLM Backend Selection): a
+    # second OpenAI-compatible server beside the default one. Set, a session that asks for
+    # `llm_backend: "qwen3.5-9b"` talks to it with `llama_server_model`; unset, `qwen3.5-9b`
+    # means the OpenAI-compatible backend above (llm_base_url), whatever its model.
+    llama_server_url: str | None = None
+    # The model name sent (llama-server answers with the one model it loaded, under the name
+    # its --alias gives it).
+    llama_server_model: str = Field(default="qwen3.5-9b", min_length=1, max_length=256)
+    # The key of a llama-server started with --api-key (unset: none is sent).
+    llama_server_api_key: SecretStr | None = None
 
     # --- chat limits ---
     max_message_chars: int = Field(default=4000, ge=1, le=32000)
@@ -163,6 +173,11 @@ class Settings(ServiceSettings):
     max_voice_sessions: int = Field(default=4, ge=1, le=1000)
     # STUN/TURN URLs for the peer connection (none: host candidates only, a LAN).
     ice_servers: list[str] = Field(default_factory=list)
+
+    @field_validator("llama_server_url", "llama_server_api_key", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, v: object) -> object:
+        return None if v == "" else v  # compose passes an unset variable as ""
 
     @field_validator("timezone")
     @classmethod

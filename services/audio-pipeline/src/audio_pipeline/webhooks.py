@@ -1,6 +1,8 @@
 """Wearable webhooks (Omi-compatible), outside /v1 because such clients cannot send our
-header: they authenticate with `X-Internal-Token`, or with `?token=` set to the separate
-AUDIO_PIPELINE_WEBHOOK_TOKEN. Thin: buffering and conversion are in runtime.py/wearable.py.
+header: they authenticate with the internal token (`X-Internal-Token` or `Authorization:
+Bearer`), or with the separate AUDIO_PIPELINE_WEBHOOK_TOKEN as `?token=` (or in one of those
+headers, for a client that can set one). Thin: buffering and conversion are in runtime.py and
+wearable.py; docs/wearables.md shows a client's setup.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pydantic import ValidationError
 from audio_pipeline.audio import AudioError
 from audio_pipeline.routes import RuntimeDep, require_ready
 from audio_pipeline.wearable import parse_transcript
-from her_os_shared.auth import TOKEN_HEADER, token_matches
+from her_os_shared.auth import BEARER_SCHEME, TOKEN_HEADER, header_token, token_matches
 from her_os_shared.ids import InvalidIdError, validate_id
 
 router = APIRouter(prefix="/webhook", tags=["wearable webhooks"])
@@ -41,12 +43,22 @@ def require_webhook_auth(request: Request, params: Params) -> None:
     settings = request.app.state.settings
     if settings.internal_token is None:  # insecure development mode, as for /v1
         return
-    if token_matches(request.headers.get(TOKEN_HEADER), settings.internal_token.get_secret_value()):
+    provided = header_token(request)
+    if token_matches(provided, settings.internal_token.get_secret_value()):
         return
+    # The webhook token: in the URL for clients that cannot set headers, or in a header
+    # (which no log prints) for those that can.
     hook = settings.webhook_token
-    if hook is not None and token_matches(params.get("token"), hook.get_secret_value()):
+    if hook is not None and any(
+        token_matches(candidate, hook.get_secret_value())
+        for candidate in (provided, params.get("token"))
+    ):
         return
-    raise HTTPException(401, f"missing or invalid {TOKEN_HEADER} header or token parameter")
+    raise HTTPException(
+        401,
+        f"missing or invalid {TOKEN_HEADER} header or token parameter",
+        headers={"WWW-Authenticate": BEARER_SCHEME},
+    )
 
 
 def _id(params: dict[str, str], name: str, *, max_length: int = 128) -> str:

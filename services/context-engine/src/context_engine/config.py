@@ -153,6 +153,10 @@ class Settings(ServiceSettings):
     llm_api_key: SecretStr = SecretStr("not-needed")
     llm_timeout_s: float = Field(default=120.0, gt=0)
     llm_max_tokens: int = Field(default=4096, ge=64)
+    # The model of graphiti's contradiction check (its `dedupe_edges.resolve_edge` call: which
+    # known facts a new fact repeats or contradicts), on the same server; unset: llm_model.
+    # The design gives this check a specialist (Qwen3 32B: "Qwen3.5 over-escalates"); ADR 0023.
+    contradiction_model: str | None = Field(default=None, max_length=256)
     # Claude as the fallback when the OpenAI-compatible server fails (optional; off when unset).
     claude_api_key: SecretStr | None = None
     claude_model: str = "claude-sonnet-4-5"
@@ -246,6 +250,12 @@ class Settings(ServiceSettings):
     # voice stays; `her-os up` and docker compose set it).
     audio_pipeline_url: str | None = None
     audio_pipeline_timeout_s: float = Field(default=5.0, gt=0)
+
+    @field_validator("contradiction_model", mode="before")
+    @classmethod
+    def _blank_contradiction_model_is_unset(cls, value: object) -> object:
+        # compose passes an unset variable as ""
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("timezone")
     @classmethod

@@ -1,5 +1,6 @@
-"""Annie's responders: an OpenAI-compatible LLM, Claude, or the offline memory responder,
-behind one `ChatBackend` interface; and the `Tool` protocol the chat loop calls tools by."""
+"""Annie's responders: an OpenAI-compatible LLM (and the design's llama-server, a second
+one), Claude, or the offline memory responder, behind one `ChatBackend` interface; and the
+`Tool` protocol the chat loop calls tools by."""
 
 from __future__ import annotations
 
@@ -52,6 +53,20 @@ def create_backend(
             timeout_s=settings.llm_timeout_s,
             max_tokens=settings.llm_max_tokens,
             temperature=settings.llm_temperature,
+        )
+    if choice == "qwen3.5-9b":  # the design's llama-server (pool.py), another OpenAI server
+        from annie_voice.llm.openai_compat import OpenAICompatibleBackend
+
+        assert settings.llama_server_url  # checked by BackendPool
+        key = settings.llama_server_api_key
+        return OpenAICompatibleBackend(
+            base_url=settings.llama_server_url,
+            model=settings.llama_server_model,
+            api_key=key.get_secret_value() if key else None,
+            timeout_s=settings.llm_timeout_s,
+            max_tokens=settings.llm_max_tokens,
+            temperature=settings.llm_temperature,
+            name="qwen3.5-9b",
         )
     if choice == "claude":
         from annie_voice.llm.claude import ClaudeBackend

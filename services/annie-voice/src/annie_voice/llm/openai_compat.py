@@ -86,9 +86,11 @@ class OpenAICompatibleBackend:
         timeout_s: float,
         max_tokens: int,
         temperature: float,
+        name: str = "openai",
     ) -> None:
         from openai import AsyncOpenAI  # imported only when this backend is chosen
 
+        self.name = name  # what sessions report: `openai`, or `qwen3.5-9b` (llama-server)
         self.model = model
         self.max_tokens = max_tokens
         self.temperature = temperature

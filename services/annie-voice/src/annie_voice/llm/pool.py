@@ -2,10 +2,13 @@
 
 `ANNIE_VOICE_LLM_BACKEND` picks the default; a request (`POST /v1/chat`, `POST /start`) may
 name another with `llm_backend`. A request may use the project's names (`none`, `openai`,
-`claude`), `auto` (the default) or the design's `qwen3.5-9b` (its llama-server model: here the
-OpenAI-compatible backend, whatever model `ANNIE_VOICE_LLM_MODEL` names). A named backend
-whose settings are incomplete is refused, naming the settings, never replaced by another:
-a caller that asked for Claude must not get the offline responder without knowing it.
+`claude`), `auto` (the default) or the design's `qwen3.5-9b` (its llama-server model). With
+`ANNIE_VOICE_LLAMA_SERVER_URL` set, `qwen3.5-9b` is a backend of its own: that second
+OpenAI-compatible server (the design's llama-server on :8003) beside the default one (Ollama).
+Without it, `qwen3.5-9b` names the OpenAI-compatible backend, whatever model
+`ANNIE_VOICE_LLM_MODEL` names (ADR 0020). A named backend whose settings are incomplete is
+refused, naming the settings, never replaced by another: a caller that asked for Claude must
+not get the offline responder without knowing it.
 
 Backends are built on first use and kept, so an SDK is imported only when some session uses
 it (as `create_backend` does for the default).
@@ -19,16 +22,17 @@ from typing import Literal, get_args
 from annie_voice.config import Settings
 from annie_voice.llm.base import ChatBackend
 
-BackendName = Literal["none", "openai", "claude"]
+BackendName = Literal["none", "openai", "claude", "qwen3.5-9b"]
 # What a request's `llm_backend` may say.
 LlmBackendRequest = Literal["auto", "none", "openai", "claude", "qwen3.5-9b"]
 AUTO = "auto"
-ALIASES: dict[str, BackendName] = {"qwen3.5-9b": "openai"}
+LLAMA_SERVER = "qwen3.5-9b"
 # The settings each backend needs (fields of Settings; `none` needs nothing but the engine).
 REQUIRED: dict[BackendName, tuple[str, ...]] = {
     "none": (),
     "openai": ("llm_base_url", "llm_model"),
     "claude": ("claude_api_key",),
+    LLAMA_SERVER: ("llama_server_url",),
 }
 
 
@@ -41,10 +45,12 @@ class BackendUnavailableError(LookupError):
         self.detail = detail
 
 
-def canonical(requested: str) -> BackendName | None:
-    """The project's name for a request's backend name (None: `auto` or not a known name)."""
-    if requested in ALIASES:
-        return ALIASES[requested]
+def canonical(requested: str, settings: Settings) -> BackendName | None:
+    """The backend a request's name stands for (None: `auto` or not a known name):
+    `qwen3.5-9b` is the llama-server backend where one is configured, else the
+    OpenAI-compatible one."""
+    if requested == LLAMA_SERVER and not settings.llama_server_url:
+        return "openai"
     return requested if requested in REQUIRED else None  # type: ignore[return-value]
 
 
@@ -72,7 +78,8 @@ class BackendPool:
         ]
 
     def available(self) -> list[str]:
-        """The backend names a session may choose here, the default first."""
+        """The backend names a session may choose here, the default first (`qwen3.5-9b` where
+        a llama-server is configured; without one it is `openai` by another name)."""
         names = [self.default.name]
         if self._build is not None:
             names += [n for n in REQUIRED if n not in names and not self._missing(n)]
@@ -83,7 +90,7 @@ class BackendPool:
         BackendUnavailableError for an unknown name or one whose settings are missing."""
         if requested is None or requested == AUTO:
             return self.default.name
-        name = canonical(requested)
+        name = canonical(requested, self.settings)
         if name is None:
             choices = ", ".join(get_args(LlmBackendRequest))
             raise BackendUnavailableError(
@@ -99,6 +106,11 @@ class BackendPool:
                 if missing
                 else f"; only {default} runs in this process"
             )
+            if missing and requested == LLAMA_SERVER and name != LLAMA_SERVER:
+                needs += (
+                    f" (or {self.settings.env_name('llama_server_url')} for a llama-server "
+                    "of its own)"
+                )
             raise BackendUnavailableError(
                 f"llm_backend {requested!r} is not configured on this server, which runs "
                 f"{default} by default{needs}"
@@ -107,7 +119,7 @@ class BackendPool:
 
     def get(self, name: str) -> ChatBackend:
         """The backend of a resolved name, built on first use."""
-        resolved = canonical(name)
+        resolved = canonical(name, self.settings)
         backend = self._built.get(resolved or name)
         if backend is None:
             if resolved is None or self._build is None or self._missing(resolved):

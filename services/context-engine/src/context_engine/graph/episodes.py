@@ -174,26 +174,47 @@ class HerGraphiti(Graphiti):
 
 # --- guard 2: one clear error, no hidden retries ---
 
+# graphiti's contradiction check: given a new fact, which existing facts it repeats and which
+# it contradicts (EdgeDuplicate: duplicate_facts, contradicted_facts). The one call that
+# `contradiction_model` routes (CONTEXT_ENGINE_CONTRADICTION_MODEL).
+CONTRADICTION_PROMPT = "dedupe_edges.resolve_edge"
+
 
 class GraphitiLLM(OpenAIGenericClient):
     """graphiti's OpenAI-compatible client (json_schema output) that fails fast and clearly:
     every failure is a GraphLLMError, every answer is checked against its schema, and no call
     is retried here. Counts its calls; with a recorder each is an event of the model's creature
-    (`her_os_shared.creatures.engine_llm_creature`)."""
+    (`her_os_shared.creatures.engine_llm_creature`). The contradiction check
+    (CONTRADICTION_PROMPT) goes to `contradiction_model` (None: the client's model)."""
 
     def __init__(
-        self, config: LLMConfig, client: Any, max_tokens: int, recorder: Any = None
+        self,
+        config: LLMConfig,
+        client: Any,
+        max_tokens: int,
+        recorder: Any = None,
+        contradiction_model: str | None = None,
     ) -> None:
         super().__init__(config=config, client=client, max_tokens=max_tokens)
         self.calls = 0
         self.recorder = recorder  # an EventRecorder, or None
+        self.contradiction_model = contradiction_model
 
-    async def _emit(self, event_type: str, data: dict[str, Any], reasoning: str) -> None:
+    def model_for(self, prompt_name: str | None) -> str:
+        """The model a call of this graphiti prompt goes to."""
+        if prompt_name == CONTRADICTION_PROMPT and self.contradiction_model:
+            return self.contradiction_model
+        return self.model or ""
+
+    async def _emit(
+        self, event_type: str, data: dict[str, Any], reasoning: str, model: str | None = None
+    ) -> None:
         if self.recorder is not None:
+            model = model or self.model
             await self.recorder.emit(
-                engine_llm_creature(self.model or ""),
+                engine_llm_creature(model or ""),
                 event_type,
-                data={"model": self.model} | data,
+                data={"model": model} | data,
                 reasoning=reasoning,
             )
 
@@ -220,16 +241,21 @@ class GraphitiLLM(OpenAIGenericClient):
     ) -> dict[str, Any]:
         self.calls += 1
         what = kwargs.get("prompt_name") or getattr(response_model, "__name__", "completion")
-        await self._emit("start", {"schema": what}, f"graphiti asks for {what}")
+        model = self.model_for(kwargs.get("prompt_name"))
+        if model != self.model:
+            kwargs["model"] = model  # graphiti's generate_response passes it to the request
+        await self._emit("start", {"schema": what}, f"graphiti asks for {what}", model)
         started = time.perf_counter()
         try:
             result = await self._checked(what, messages, response_model, *args, **kwargs)
         except GraphLLMError as exc:
-            await self._emit("error", {"schema": what, "error": str(exc)[:300]}, str(exc)[:200])
+            await self._emit(
+                "error", {"schema": what, "error": str(exc)[:300]}, str(exc)[:200], model
+            )
             raise
         seconds = round(time.perf_counter() - started, 3)
         await self._emit(
-            "complete", {"schema": what, "seconds": seconds}, f"{what} in {seconds:.1f} s"
+            "complete", {"schema": what, "seconds": seconds}, f"{what} in {seconds:.1f} s", model
         )
         return result
 
@@ -295,7 +321,13 @@ def make_llm_client(settings: Settings, recorder: Any = None) -> LLMClient:
         temperature=0.0,
         max_tokens=settings.llm_max_tokens,
     )
-    return GraphitiLLM(config, client, settings.llm_max_tokens, recorder)
+    return GraphitiLLM(
+        config,
+        client,
+        settings.llm_max_tokens,
+        recorder,
+        contradiction_model=settings.contradiction_model or settings.llm_model,
+    )
 
 
 # --- the episode ---
