@@ -81,7 +81,7 @@ class Settings(ServiceSettings):
     llm_model: str | None = None
     llm_api_key: SecretStr | None = None
     claude_api_key: SecretStr | None = None
-    claude_model: str = "claude-sonnet-4-5"
+    claude_model: str = "claude-haiku-4-5"  # the design's choice (fast, for voice and fallback)
     # Another Messages API endpoint (a proxy); default: Anthropic's.
     claude_base_url: str | None = None
     llm_timeout_s: float = Field(default=60.0, gt=0, le=600)

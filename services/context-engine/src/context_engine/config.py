@@ -159,7 +159,7 @@ class Settings(ServiceSettings):
     contradiction_model: str | None = Field(default=None, max_length=256)
     # Claude as the fallback when the OpenAI-compatible server fails (optional; off when unset).
     claude_api_key: SecretStr | None = None
-    claude_model: str = "claude-sonnet-4-5"
+    claude_model: str = "claude-haiku-4-5"  # the design's choice (fast, for voice and fallback)
 
     # --- knowledge graph (graph/, graphiti-core) ---
     # "falkordb": the embedded default (`her-os up` starts redis-server with the FalkorDB
