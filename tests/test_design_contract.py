@@ -88,6 +88,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import numpy as np
 import pytest
+from design_shape import assert_shape as shape
 from platform_harness import START_S, Service, platform, until
 from service_process import tail
 
@@ -320,32 +321,7 @@ FREE_FORM = frozenset({"properties", "data"})
 def assert_shape(
     design: Any, ours: Any, where: str = "answer", nullable: frozenset[str] = frozenset()
 ) -> None:
-    """Every key of the design's example is in ours with a value of the same JSON type (an
-    int where the design shows an int, a number where it shows a float); every item of our
-    list has the shape of the example's first item. The design's null says nothing of the
-    type; keys named in `nullable` may be null where the request asks for nothing there."""
-    if design is None or (ours is None and where.rsplit(".", 1)[-1] in nullable):
-        return
-    if where.rsplit(".", 1)[-1] in FREE_FORM:
-        assert isinstance(ours, dict), f"{where}: expected an object, got {ours!r}"
-        return
-    if isinstance(design, dict):
-        assert isinstance(ours, dict), f"{where}: expected an object, got {ours!r}"
-        for key, value in design.items():
-            assert key in ours, f"{where}: no {key!r} (has {sorted(ours)})"
-            assert_shape(value, ours[key], f"{where}.{key}", nullable)
-    elif isinstance(design, list):
-        assert isinstance(ours, list), f"{where}: expected a list, got {ours!r}"
-        for n, item in enumerate(ours if design else []):
-            assert_shape(design[0], item, f"{where}[{n}]", nullable)
-    elif isinstance(design, bool):
-        assert isinstance(ours, bool), f"{where}: expected a boolean, got {ours!r}"
-    elif isinstance(design, int):
-        assert isinstance(ours, int) and not isinstance(ours, bool), f"{where}: {ours!r}"
-    elif isinstance(design, float):
-        assert isinstance(ours, int | float) and not isinstance(ours, bool), f"{where}: {ours!r}"
-    else:
-        assert isinstance(ours, type(design)), f"{where}: expected {type(design)}, got {ours!r}"
+    shape(design, ours, where, nullable, FREE_FORM)
 
 
 def json_of(r: httpx.Response, status: int | None = 200) -> Any:

@@ -28,6 +28,7 @@ from api_harness import (
     serving,
     two_voice_wav,
 )
+from design_shape import assert_shape
 from speech_synth import have_espeak
 
 from audio_pipeline.runtime import AudioRuntime
@@ -83,29 +84,6 @@ DESIGN_JSONL_LINE = {
         }
     ],
 }
-
-
-def assert_shape(design: Any, ours: Any, where: str = "answer") -> None:
-    """Every key of the design's example is in ours, with a value of the same JSON type
-    (a number stays a number: an int where the design shows an int)."""
-    if isinstance(design, dict):
-        assert isinstance(ours, dict), f"{where}: expected an object, got {ours!r}"
-        for key, value in design.items():
-            assert key in ours, f"{where}: no {key!r} (has {sorted(ours)})"
-            if value is not None:  # the design's null says nothing of the type
-                assert_shape(value, ours[key], f"{where}.{key}")
-    elif isinstance(design, list):
-        assert isinstance(ours, list), f"{where}: expected a list, got {ours!r}"
-        for item in ours if design else []:
-            assert_shape(design[0], item, f"{where}[]")
-    elif isinstance(design, bool):
-        assert isinstance(ours, bool), f"{where}: expected a boolean, got {ours!r}"
-    elif isinstance(design, int):
-        assert isinstance(ours, int) and not isinstance(ours, bool), f"{where}: {ours!r}"
-    elif isinstance(design, float):
-        assert isinstance(ours, int | float) and not isinstance(ours, bool), f"{where}: {ours!r}"
-    else:
-        assert isinstance(ours, type(design)), f"{where}: {ours!r}"
 
 
 # --- without models ----------------------------------------------------------------------
