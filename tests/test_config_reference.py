@@ -4,27 +4,20 @@ services read, and match the settings classes (scripts/config_reference.py)."""
 from __future__ import annotations
 
 import ast
-import importlib.util
 import re
-import sys
 import textwrap
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from scripts_harness import load_script
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "scripts" / "config_reference.py"
 
 
 @pytest.fixture(scope="module")
 def ref() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("config_reference", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["config_reference"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("config_reference")
 
 
 def all_env_names(ref: ModuleType, components: tuple) -> dict[str, list[str]]:

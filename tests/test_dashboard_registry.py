@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
-from types import ModuleType
+
+from scripts_harness import load_script
 
 from her_os_shared.creatures import CREATURES, CreatureName, Origin, Zone
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "export_creatures.py"
-
-
-def _load_exporter() -> ModuleType:
-    # scripts/ is not a package; load the file directly so the test exercises the real script.
-    spec = importlib.util.spec_from_file_location("export_creatures", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-exporter = _load_exporter()
+exporter = load_script("export_creatures")
 
 
 def test_generated_json_is_up_to_date(capsys):

@@ -4,18 +4,16 @@ packages, and every bundled model, whose wheel needs a licence entry. Fast, no n
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 import tomllib
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from scripts_harness import load_script
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "scripts" / "third_party.py"
 THIRD_PARTY = REPO / "THIRD-PARTY.md"
 NOTICE = REPO / "NOTICE"
 STALE = "THIRD-PARTY.md is out of date: run `make third-party`"
@@ -23,12 +21,7 @@ STALE = "THIRD-PARTY.md is out of date: run `make third-party`"
 
 @pytest.fixture(scope="module")
 def tp() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("third_party", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["third_party"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("third_party")
 
 
 @pytest.fixture(scope="module")
