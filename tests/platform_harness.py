@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-import asyncpg
 import httpx
+import pg_harness
 import pytest
 from engine_harness import free_port
 from service_process import spawn, stop, tail
@@ -53,15 +53,8 @@ def healthy(service: Service) -> bool:
 
 
 def admin(postgres_server: tuple[str, str], sql: str) -> None:
-    async def run() -> None:
-        socket_dir, user = postgres_server
-        conn = await asyncpg.connect(host=socket_dir, user=user, database="postgres")
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    asyncio.run(run())
+    """pg_harness.admin, from this module-scoped (synchronous) fixture."""
+    asyncio.run(pg_harness.admin(postgres_server, sql))
 
 
 @contextmanager

@@ -41,7 +41,7 @@ def postgres_url(postgres_server: tuple[str, str]) -> str:
     return _url(postgres_server, "postgres")
 
 
-async def _admin(server: tuple[str, str], statement: str) -> None:
+async def admin(server: tuple[str, str], statement: str) -> None:
     socket_dir, user = server
     conn = await asyncpg.connect(host=socket_dir, user=user, database="postgres")
     try:
@@ -54,11 +54,11 @@ async def _admin(server: tuple[str, str], statement: str) -> None:
 async def fresh_database(server: tuple[str, str]) -> AsyncIterator[str]:
     """A new, empty database on the test server (its URL), dropped afterwards."""
     name = f"t_{uuid.uuid4().hex[:12]}"
-    await _admin(server, f'CREATE DATABASE "{name}"')
+    await admin(server, f'CREATE DATABASE "{name}"')
     try:
         yield _url(server, name)
     finally:
-        await _admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture
