@@ -41,7 +41,7 @@ PYTHON_SERVICES = {
     "annie-voice": (7860, "ANNIE_VOICE_", "services/annie-voice", "annie_voice"),
 }
 PUBLISHED = {"audio-pipeline": 9100, "context-engine": 8100, "annie-voice": 7860, "dashboard": 5174}
-GPU_SERVICES = {"ollama", "audio-pipeline", "annie-voice"}
+GPU_SERVICES = {"ollama", "audio-pipeline", "ser", "annie-voice"}
 ONE_SHOT = {"ollama-init"}
 SHARED_VOLUMES = {"transcripts": "/data/transcripts", "events": "/data/events"}
 
@@ -288,6 +288,7 @@ def test_every_service_restarts_health_checks_and_pins_its_image() -> None:
         "ollama-init",
         "searxng",
         "audio-pipeline",
+        "ser",
         "context-engine",
         "annie-voice",
         "dashboard",
@@ -437,6 +438,8 @@ SETTINGS_CLASSES = {
 WORKDIR = PurePosixPath("/app")
 # Ports the third-party images listen on, inside the compose network.
 INTERNAL_PORTS = {"postgres": 5432, "neo4j": 7687, "qdrant": 6333, "ollama": 11434, "searxng": 8080}
+# The SER sidecar: the audio pipeline's image on its own internal port (no published one).
+SER_PORT = 9101
 
 
 def service_settings(name: str, environment: dict[str, str], monkeypatch: pytest.MonkeyPatch):
@@ -470,6 +473,47 @@ def test_compose_environment_is_valid_for_the_service(
     assert settings.port == port
     assert [p["target"] for p in service["ports"]] == [port]
     assert f"127.0.0.1:{settings.port}/health" in service["healthcheck"]["test"][-1]
+
+
+@pytest.mark.parametrize("files", [(BASE,), (BASE, GPU)], ids=["base", "base+gpu"])
+def test_the_ser_sidecar_is_internal_and_the_pipeline_uses_it(
+    files: tuple[Path, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The design's SER sidecar (:9101): the audio pipeline's own image running
+    audio_pipeline.emotion.sidecar, no published port, health-checked on its port; the
+    pipeline sends it the segments (emotion_backend=sidecar) and does not wait for its health
+    (emotion never holds transcription back). The GPU overlay puts emotion2vec+ there, not in
+    the pipeline, with the model caches on the model volume."""
+    services = config(*files)["services"]
+    ser, pipeline = services["ser"], services["audio-pipeline"]
+    assert ser["image"] == pipeline["image"]
+    assert ser["build"] == pipeline["build"]
+    assert ser["command"] == ["python", "-m", "audio_pipeline.emotion.sidecar"]
+    assert not ser.get("ports"), "the sidecar is internal"
+    assert (ser["restart"], ser["read_only"]) == ("unless-stopped", True)
+    token = env_example()["HER_OS_INTERNAL_TOKEN"]
+    assert ser["environment"]["AUDIO_PIPELINE_INTERNAL_TOKEN"] == token
+    settings = service_settings("audio-pipeline", ser["environment"], monkeypatch)
+    assert settings.ser_port == SER_PORT and settings.host == "0.0.0.0"
+    test = ser["healthcheck"]["test"]
+    assert test[:3] == ["CMD", "python", "-c"] and f"127.0.0.1:{SER_PORT}/health" in test[3]
+
+    env = pipeline["environment"]
+    assert env["AUDIO_PIPELINE_SER_URL"] == f"http://ser:{SER_PORT}"
+    assert pipeline["depends_on"]["ser"]["condition"] == "service_started"
+    client = service_settings("audio-pipeline", env, monkeypatch)
+    assert client.emotion_backend == "sidecar"
+    assert client.internal_token == settings.internal_token  # the token is shared
+
+    gpu = GPU in files
+    assert settings.ser_backend == ("emotion2vec" if gpu else "heuristic")
+    if gpu:
+        assert ser["build"]["target"] == "runtime-cuda"  # funasr is in the CUDA image
+        mounts = {m["target"]: m["source"] for m in ser["volumes"] if m["type"] == "volume"}
+        assert mounts[str(settings.models_dir)] == "audio-models"
+        for cache in ("HF_HOME", "MODELSCOPE_CACHE", "TORCH_HOME", "XDG_CACHE_HOME"):
+            assert PurePosixPath(ser["environment"][cache]).is_relative_to(settings.models_dir)
+        assert "MODELSCOPE_CACHE" not in env  # funasr runs in the sidecar only
 
 
 def writable_mounts(service: dict[str, Any]) -> list[PurePosixPath]:
@@ -523,7 +567,7 @@ def test_the_image_creates_every_mounted_directory(name: str) -> None:
 
 def test_urls_point_at_compose_services_and_their_ports() -> None:
     services = config(BASE, GPU)["services"]
-    internal = {**INTERNAL_PORTS, **{n: p[0] for n, p in PYTHON_SERVICES.items()}}
+    internal = {**INTERNAL_PORTS, **{n: p[0] for n, p in PYTHON_SERVICES.items()}, "ser": SER_PORT}
     seen = 0
     for name in PYTHON_SERVICES:
         for key, value in services[name]["environment"].items():
@@ -534,7 +578,7 @@ def test_urls_point_at_compose_services_and_their_ports() -> None:
             assert host in services, f"{name}: {key} points at {host}, not a compose service"
             assert port == internal[host], f"{name}: {key} uses port {port} of {host}"
             seen += 1
-    assert seen >= 7  # database, graph, LLM (x2), embedder, qdrant, engine, searxng
+    assert seen >= 8  # database, graph, LLM (x2), embedder, qdrant, engine, searxng, ser
 
 
 def test_ollama_init_pulls_the_models_the_services_use() -> None:

@@ -59,6 +59,7 @@ BUILT_ENDPOINTS: dict[str, dict[str, set[str]]] = {
         "/health": {"get"},
         "/v1/context": {"get"},
         "/v1/entities": {"get"},
+        "/v1/entities/search": {"get"},
         "/v1/entities/{entity_id}": {"get", "delete"},
         "/v1/entities/{entity_id}/profile": {"get"},
         "/v1/graph/entities/{entity_id}": {"get"},

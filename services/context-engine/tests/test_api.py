@@ -782,6 +782,7 @@ async def test_stats(engine: Engine, settings: Settings) -> None:
         "searching": None,
         "status": None,
         "embedded": 0,
+        "entities_embedded": 0,
     }
     assert set(empty["jobs"]) == {
         "todo",

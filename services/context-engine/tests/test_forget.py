@@ -26,6 +26,7 @@ from engine_harness import (
 from residue import assert_no_residue, residue
 
 from context_engine.config import Settings
+from context_engine.vectors.base import point_id
 from context_engine.voices import VoiceBank
 
 pytestmark = pytest.mark.platform
@@ -66,9 +67,11 @@ async def settle(engine: Engine, *session_ids: str) -> None:
             " AND stage IN ('graph', 'embed') AND status = 'done'",
             s=list(session_ids),
         )
-        return True if rows[0]["n"] == 2 * len(session_ids) else None
+        if rows[0]["n"] != 2 * len(session_ids):
+            return None
+        return None if await engine.runtime.entity_embedding.pending() else True
 
-    await eventually(done, "graph and embed stages", deadline_s=120)
+    await eventually(done, "graph, embed stages and entity vectors", deadline_s=120)
 
 
 async def context(engine: Engine, q: str) -> list[dict[str, object]]:
@@ -102,6 +105,11 @@ async def test_forget_a_session_an_entity_and_a_person_everywhere(
     before = await residue(rt, ["Priya", "zebraquartz", "fs-gone-3"])
     for store in ("file", "postgres", "keyword index", "vectors", "graph", "event ring"):
         assert any(line.startswith(store) for line in before), (store, before)
+    # Priya has a point of her own (an entity vector), not only the segments that name her.
+    [priya] = await query(
+        engine, "SELECT id FROM entities WHERE name = 'Priya' AND type = 'person'"
+    )
+    assert point_id("entity", (str(priya["id"]),)) in " ".join(before)
 
     # A whole session.
     r = await engine.client.delete("/v1/sessions/fs-gone-3", headers=HEADERS)

@@ -91,6 +91,25 @@ async def session_episodes(graph: KnowledgeGraph, session_id: str) -> list[str]:
     return [r["uuid"] for r in rows]
 
 
+def test_episode_body_lists_the_extracted_entities_once_after_the_transcript() -> None:
+    from dataclasses import replace
+
+    from context_engine.graph.episodes import ANNOTATION_HEADER, ANNOTATION_LIMIT, episode_body
+
+    ep = episode("s1", T1, [("Asha", "My wife  Priya is in Pune."), ("Priya", " ")])
+    assert episode_body(ep) == "Asha: My wife Priya is in Pune."  # nothing found: no list
+    found = (("person", "Priya"), ("question", "is she?"), ("place", "Pune"),
+             ("person", "priya"), ("emotion", "joy"), ("topic", "  running   shoes "))  # fmt: skip
+    body = episode_body(replace(ep, annotations=found))
+    assert body == (
+        f"Asha: My wife Priya is in Pune.\n\n{ANNOTATION_HEADER}\n"
+        "- Person: Priya\n- Place: Pune\n- Topic: running shoes"
+    )
+    many = tuple(("topic", f"thing {i}") for i in range(ANNOTATION_LIMIT + 5))
+    assert episode_body(replace(ep, annotations=many)).count("\n- Topic: ") == ANNOTATION_LIMIT
+    assert episode_body(replace(ep, segments=[], annotations=found)) == ""
+
+
 @pytest.mark.platform
 async def test_add_episode_builds_the_graph(graph_settings: Settings) -> None:
     script = Script()

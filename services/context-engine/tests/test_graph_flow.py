@@ -264,6 +264,16 @@ async def test_with_an_llm_the_llm_extractor_and_add_episode_write_the_session(
             assert len(calls) == len(llm.chat_requests())
     kinds = [schema_name(r) for r in llm.chat_requests()]
     assert kinds[0] == "memory_extraction" and len(kinds) >= 2  # then graphiti's calls
+    # The episode graphiti reads is the transcript plus the extractor's entities (the
+    # design's annotations): the person is listed, the promise (no graphiti type) is not.
+    [entity_prompt] = [
+        r["messages"][-1]["content"]
+        for r in llm.chat_requests()
+        if schema_name(r) == "ExtractedEntities"
+    ]
+    assert "Asha: My wife Priya lands Friday" in entity_prompt
+    assert "- Person: Priya" in entity_prompt
+    assert "pick Priya up" not in entity_prompt
 
 
 async def _cypher(engine: Engine, cypher: str) -> list[dict[str, Any]]:

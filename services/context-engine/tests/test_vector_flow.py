@@ -84,8 +84,10 @@ async def test_ingested_segments_are_embedded_once_and_found_by_meaning(
 
     await eventually(ready, "the space to be ready")
     stats = (await engine.get("/v1/stats")).json()["vectors"]
+    entities = stats.pop("entities_embedded")  # when extraction is done (test_entity_vectors)
     assert stats == {"enabled": True, "space": space, "searching": space, "status": "ready",
                      "embedded": len(TALK)}  # fmt: skip
+    assert isinstance(entities, int)
 
     # No word in common with "The car needs new tyres": only the vector leg can find it.
     body = await context(engine, "vehicle maintenance", limit=2)
@@ -104,7 +106,8 @@ async def test_ingested_segments_are_embedded_once_and_found_by_meaning(
     await ingest(engine, "v1")
     assert await engine.runtime.embedding.embed_session("v1") == 0
     assert await vectors(engine, "v1") == rows
-    assert await engine.runtime.embedding.store.count(engine.runtime.embedding.space) == len(TALK)
+    store = engine.runtime.embedding.store  # segment points (entities have their own)
+    assert len(await store.segment_points(engine.runtime.embedding.space)) == len(TALK)
 
 
 async def test_a_changed_segment_is_embedded_again(engine: Engine, settings: Settings) -> None:
@@ -139,7 +142,8 @@ async def test_a_changed_segment_is_embedded_again(engine: Engine, settings: Set
     await eventually(previous_again, "v2-2 embedded again with its reply")
     last = {r["segment_id"]: r for r in await vectors(engine, "v2")}
     assert (last["v2-0"], last["v2-1"]) == (after["v2-0"], after["v2-1"])
-    assert await engine.runtime.embedding.store.count(engine.runtime.embedding.space) == 4
+    store = engine.runtime.embedding.store
+    assert len(await store.segment_points(engine.runtime.embedding.space)) == 4
     hit = (await context(engine, "tuesday dentist", limit=1))["results"][0]
     assert hit["segment_id"] == "v2-0" and "Tuesday" in hit["text"]
 
@@ -184,7 +188,8 @@ async def test_a_lost_vector_index_is_embedded_again(settings: Settings) -> None
     async for engine in start_engine(settings):
 
         async def refilled(embedding=engine.runtime.embedding) -> bool | None:
-            return True if await embedding.store.count(embedding.space) == len(TALK) else None
+            points = await embedding.store.segment_points(embedding.space)
+            return True if len(points) == len(TALK) else None
 
         await eventually(refilled, "the index embedded again")
         hit = (await context(engine, "vehicle maintenance", limit=1))["results"][0]

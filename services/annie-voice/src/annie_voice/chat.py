@@ -77,6 +77,8 @@ class ChatSession:
     # Whether memory has been in this session's context (a briefing or a turn's memory in
     # the prompt; the history may quote it after): fetch_webpage is then limited.
     holds_memory: bool = False
+    # what Annie said when the voice session opened ("": no greeting)
+    greeting: str = ""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @property
@@ -376,10 +378,28 @@ class ChatService:
 
     def _history_window(self, session: ChatSession) -> list[Message]:
         history = session.history[-self.settings.max_history_messages :]
-        # Never start with a tool result whose call was cut off.
+        # Never start with a tool result whose call was cut off, nor with Annie's voice
+        # greeting: several chat templates and APIs refuse a conversation that opens with
+        # the assistant. The system prompt says she greeted (`_greeted`).
         while history and history[0].role != "user":
             history = history[1:]
         return history
+
+    @staticmethod
+    def _greeted(system: str, session: ChatSession) -> str:
+        if not session.greeting:
+            return system
+        return f'{system}\n\nYou opened this voice conversation by saying: "{session.greeting}"'
+
+    def record_greeting(self, session: ChatSession, text: str) -> bool:
+        """A voice session's greeting, spoken before the user's first turn, as the opening
+        assistant message of the session's history. Only into an empty, idle session (a
+        greeting after the user spoke would sit out of order); returns whether it was."""
+        if not text or session.history or session.lock.locked():
+            return False
+        session.history.append(Message(role="assistant", content=text))
+        session.greeting = text
+        return True
 
     async def turn(
         self, session: ChatSession, message: str, *, new: bool
@@ -428,6 +448,7 @@ class ChatService:
                 system = system_prompt(system, used)
                 session.holds_memory |= bool(used.text)
             yield memories_event(used.facts, used.memories)
+        system = self._greeted(system, session)
         tools = list(self.tools.values()) if backend.supports_tools else []
         # The user's own words (typed, or the transcript of what they said) may name URLs.
         provenance = UrlProvenance(restricted=session.holds_memory, user_text=message)

@@ -39,6 +39,9 @@ DEFAULT_SYSTEM_PROMPT = (
     "does not hold the answer, say so rather than invent it."
 )
 
+# What Annie says when a voice session connects (the design's words, §8).
+DEFAULT_GREETING = "Hey! I'm Annie. What's on your mind?"
+
 
 class Settings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="ANNIE_VOICE_")
@@ -169,6 +172,10 @@ class Settings(ServiceSettings):
     # Load the STT and TTS models in the background at start: otherwise the first session
     # loads them (Whisper: seconds on 2 cores) and the caller's first words are lost.
     voice_preload: bool = True
+    # Spoken when a voice session's client connects, once the briefing is loaded (or after
+    # briefing_timeout_s, whichever comes first); the model is told it greeted (its system
+    # prompt), and the conversation it sees still opens with the user. Empty: no greeting.
+    greeting: str = Field(default=DEFAULT_GREETING, max_length=300)
     # Voice sessions held at once (each holds a peer connection and a pipeline).
     max_voice_sessions: int = Field(default=4, ge=1, le=1000)
     # STUN/TURN URLs for the peer connection (none: host candidates only, a LAN).
@@ -178,6 +185,11 @@ class Settings(ServiceSettings):
     @classmethod
     def _empty_is_unset(cls, v: object) -> object:
         return None if v == "" else v  # compose passes an unset variable as ""
+
+    @field_validator("greeting")
+    @classmethod
+    def _strip_greeting(cls, value: str) -> str:
+        return value.strip()  # whitespace alone speaks nothing: no greeting
 
     @field_validator("timezone")
     @classmethod

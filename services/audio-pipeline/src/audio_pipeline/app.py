@@ -14,7 +14,7 @@ from audio_pipeline.runtime import AudioRuntime
 from audio_pipeline.webhooks import router as webhook_router
 from her_os_shared.auth import require_token
 from her_os_shared.query import forbid_unknown_query
-from her_os_shared.service import create_service_app
+from her_os_shared.service import HealthReport, create_service_app
 
 SERVICE = "audio-pipeline"
 
@@ -32,8 +32,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             await runtime.stop()
 
-    async def healthy(app: FastAPI) -> bool:
-        return app.state.runtime.ready.is_set()
+    async def healthy(app: FastAPI) -> HealthReport:
+        runtime: AudioRuntime = app.state.runtime
+        return HealthReport(ready=runtime.ready.is_set(), degraded=runtime.degraded())
 
     app = create_service_app(
         service=SERVICE,

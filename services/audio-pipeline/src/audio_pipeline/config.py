@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from her_os_shared.settings import ServiceSettings
@@ -92,12 +92,30 @@ class Settings(ServiceSettings):
 
     # --- speech emotion (emotion/) ---
     # heuristic: prosody + transcript sentiment, labelled engine "heuristic";
-    # emotion2vec: emotion2vec+ through funasr (production).
-    emotion_backend: Literal["heuristic", "emotion2vec"] = "heuristic"
+    # emotion2vec: emotion2vec+ through funasr (production); sidecar: the SER sidecar at
+    # `ser_url` classifies (emotion/remote.py); while it is down, segments are written
+    # without emotion.
+    emotion_backend: Literal["heuristic", "emotion2vec", "sidecar"] = "heuristic"
 
-    @field_validator("webhook_token", mode="before")
+    # --- the SER sidecar (emotion/sidecar.py, `python -m audio_pipeline.emotion.sidecar`) ---
+    # The sidecar's URL for emotion_backend=sidecar, e.g. http://127.0.0.1:9101 (required then).
+    ser_url: str | None = None
+    # Seconds one request to the sidecar may take (connect, send, classify, answer); a
+    # sweep sends up to sweep_chunk_s of speech in one request.
+    ser_timeout_s: float = Field(default=30.0, gt=0, le=300)
+    # Extra connection attempts when the sidecar cannot be reached (httpx's transport retries,
+    # with backoff; a request that reached it is never sent twice).
+    ser_retries: int = Field(default=2, ge=0, le=10)
+    # The sidecar process's port (it reads these same settings; `port` is the pipeline's).
+    ser_port: int = Field(default=9101, ge=1, le=65535)
+
+    # The classifier the sidecar process runs, the same code as emotion_backend runs in
+    # process (docker compose's `ser` service: heuristic; the GPU overlay's: emotion2vec).
+    ser_backend: Literal["heuristic", "emotion2vec"] = "heuristic"
+
+    @field_validator("webhook_token", "ser_url", mode="before")
     @classmethod
-    def _empty_webhook_token_is_none(cls, v: object) -> object:
+    def _empty_is_none(cls, v: object) -> object:
         return None if v == "" else v  # compose passes an unset variable as ""
 
     @field_validator("webhook_token")
@@ -106,3 +124,21 @@ class Settings(ServiceSettings):
         if v is not None and len(v.get_secret_value()) < 16:
             raise ValueError("AUDIO_PIPELINE_WEBHOOK_TOKEN must be at least 16 characters")
         return v
+
+    @field_validator("ser_url")
+    @classmethod
+    def _ser_url_is_http(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError(f"AUDIO_PIPELINE_SER_URL must be an http(s) URL, got {v!r}")
+        return v.rstrip("/") if v is not None else None
+
+    @model_validator(mode="after")
+    def _sidecar_needs_its_url(self) -> Self:
+        # Fail at startup, naming both settings, rather than on the first segment.
+        if self.emotion_backend == "sidecar" and self.ser_url is None:
+            raise ValueError(
+                "AUDIO_PIPELINE_EMOTION_BACKEND=sidecar needs AUDIO_PIPELINE_SER_URL, the SER "
+                "sidecar's URL (e.g. http://127.0.0.1:9101); or set "
+                "AUDIO_PIPELINE_EMOTION_BACKEND=heuristic to classify in process"
+            )
+        return self

@@ -25,6 +25,7 @@ import numpy as np
 from audio_pipeline.audio import AudioClip, pcm16_to_clip
 from audio_pipeline.backends import BackendUnavailableError
 from audio_pipeline.config import Settings
+from audio_pipeline.emotion import emotion_status
 from audio_pipeline.pipeline import ClipResult, Models, transcribe_clip
 from audio_pipeline.sessions import LiveSession, SessionRegistry, SweepStatus
 from audio_pipeline.speakers.enrollment import EnrollmentBank, check_person
@@ -96,6 +97,7 @@ class AudioRuntime:
         self.streams: dict[str, WearableStream] = {}
         self._last_cleanup = time.monotonic()
         self._stopping = False
+        self._ser_probe: asyncio.Future[Any] | None = None
 
     @property
     def sweep_active(self) -> bool:
@@ -147,6 +149,14 @@ class AudioRuntime:
             pool.shutdown(wait=False, cancel_futures=True)
         for live in self.sessions.all():
             live.audio.close()
+        close = getattr(self.models.emotion, "close", None)  # the sidecar backend's client
+        if close is not None:
+            close()
+
+    def degraded(self) -> tuple[str, ...]:
+        """Layers served without right now, for /health: "emotion" while a configured SER
+        sidecar is known not to classify (segments are written without emotion meanwhile)."""
+        return ("emotion",) if getattr(self.models.emotion, "degraded", False) else ()
 
     def status(self) -> dict[str, Any]:
         s = self.settings
@@ -169,6 +179,9 @@ class AudioRuntime:
             "sweep_active": self.sweep_active,
             "deferred_clips": len(self._deferred),
             "wearable_streams": len(self.streams),
+            # Where speech emotion runs: in process, or the SER sidecar (reachable or not,
+            # its classifier).
+            "ser": emotion_status(self.models.emotion),
         }
 
     async def transcribe(
@@ -436,11 +449,22 @@ class AudioRuntime:
                 await self._flush_stream(stream)
         if self.settings.sweep_auto and self.ready.is_set():
             self._idle_sweeps(now)
+        self._probe_ser()
         if now - self._last_cleanup >= min(60.0, self.settings.session_idle_s):
             self._last_cleanup = now
             removed = self.sessions.cleanup(now)
             if removed:
                 log.info("sessions.cleaned", removed=removed)
+
+    def _probe_ser(self) -> None:
+        """Ask the SER sidecar (when one is configured) how it is, off the event loop, when
+        nothing was heard from it for a while: /v1/status and /health report what it said."""
+        probe_due = getattr(self.models.emotion, "probe_due", None)
+        probe = getattr(self.models.emotion, "probe", None)
+        if probe_due is None or probe is None:
+            return  # classified in process
+        if (self._ser_probe is None or self._ser_probe.done()) and probe_due():
+            self._ser_probe = self._spawn(asyncio.to_thread(probe), "ser-probe")
 
     def _idle_sweeps(self, now: float) -> None:
         """The design's background sweep: sweep each session whose talk paused (no clip for

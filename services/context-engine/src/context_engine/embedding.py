@@ -28,7 +28,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from context_engine.embed.base import Embedder
-from context_engine.models import SegmentVector, VectorSpace
+from context_engine.models import EntityVector, SegmentVector, VectorSpace
 from context_engine.vectors.base import Distance, SpaceName, VectorPoint, VectorStore, point_id
 from her_os_shared.logging import get_logger
 
@@ -128,24 +128,29 @@ class SegmentEmbedding:
         await self.store.open()
         await self.store.ensure_space(self.space)
         stored = await self.store.count(self.space)
-        t = SegmentVector.__table__
+        t, ev = SegmentVector.__table__, EntityVector.__table__
         async with self.engine.begin() as conn:
             await conn.execute(
                 pg_insert(VectorSpace)
                 .values(space=self.space_name, model=self.space.model, dim=self.space.dim)
                 .on_conflict_do_nothing(index_elements=[VectorSpace.space])
             )
-            recorded = (
-                await conn.execute(
-                    select(func.count()).select_from(t).where(t.c.space == self.space_name)
-                )
-            ).scalar_one()
+            recorded = 0
+            for table in (t, ev):  # the store holds both kinds of points
+                recorded += (
+                    await conn.execute(
+                        select(func.count())
+                        .select_from(table)
+                        .where(table.c.space == self.space_name)
+                    )
+                ).scalar_one()
             if stored < recorded:
                 # The index lost vectors (its files deleted or restored from an older copy):
                 # forget what PostgreSQL says was embedded, so everything is embedded again.
                 log.warning("vectors.index_lost_points", space=self.space_name,
                             stored=stored, recorded=recorded)  # fmt: skip
                 await conn.execute(t.delete().where(t.c.space == self.space_name))
+                await conn.execute(ev.delete().where(ev.c.space == self.space_name))
                 await conn.execute(
                     update(VectorSpace)
                     .where(VectorSpace.space == self.space_name)

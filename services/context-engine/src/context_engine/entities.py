@@ -3,12 +3,24 @@ contradictions (extraction fills the tables: entity_store.py)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from context_engine.models import Entity, EntityContradiction, EntityMention, Segment
+from her_os_shared.logging import get_logger
+
+if TYPE_CHECKING:
+    from context_engine.entity_embedding import EntityEmbedding
+
+log = get_logger(__name__)
+
+
+class EntitySearchUnavailable(RuntimeError):
+    """Entity vectors cannot be searched now (no vector index, not open, embedder failed)."""
+
 
 _FIELDS = (
     "id", "type", "name", "confidence", "properties", "sensitivity", "first_seen", "last_seen",
@@ -54,6 +66,39 @@ async def list_entities(
         select(t).where(*where).order_by(t.c.last_seen.desc(), t.c.id).limit(limit).offset(offset)
     )
     return [_entity(r) for r in rows], int(total or 0)
+
+
+async def entities_by_id(conn: AsyncConnection, ids: list[int]) -> dict[int, dict[str, Any]]:
+    """These entities' own fields, as the list shows them (missing ids left out)."""
+    t = Entity.__table__
+    rows = await conn.execute(select(t).where(t.c.id.in_(ids))) if ids else []
+    return {int(r.id): _entity(r) for r in rows}
+
+
+async def nearest_entities(
+    vectors: EntityEmbedding | None,
+    query: str,
+    limit: int,
+    *,
+    types: Sequence[str] | None = None,
+    tiers: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """The entities whose vectors are nearest the query, best first, each with its `score`."""
+    if vectors is None:
+        raise EntitySearchUnavailable(
+            "entity search needs the vector index: set CONTEXT_ENGINE_VECTOR_INDEX_ENABLED=true"
+        )
+    if not vectors.opened:
+        raise EntitySearchUnavailable("the vector index is not open yet")
+    try:
+        vector = await vectors.segments.embedder.embed_query(query)
+        hits = await vectors.search(vector, limit, types=types, tiers=tiers)
+    except Exception as exc:  # a failing layer answers 503, never a traceback
+        log.warning("entities.search_failed", error=repr(exc)[:300])
+        raise EntitySearchUnavailable(f"entity search failed: {type(exc).__name__}") from exc
+    async with vectors.engine.connect() as conn:
+        found = await entities_by_id(conn, [h.entity_id for h in hits])
+    return [{**found[h.entity_id], "score": h.score} for h in hits if h.entity_id in found]
 
 
 async def find_entity(conn: AsyncConnection, entity_id: int) -> dict[str, Any] | None:

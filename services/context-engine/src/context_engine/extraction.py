@@ -38,7 +38,9 @@ log = get_logger(__name__)
 
 EXTRACT_STAGE = "extract"
 GRAPH_STAGE = "graph"
-# Bump when what the graph stage writes changes: every session is written again.
+# Bump when what the graph stage writes changes: every session is written again. (Adding
+# the entity annotations to the LLM path's episode body did not bump it: on a box with an
+# LLM that would rewrite every episode, hours of GPU; sessions get them when next written.)
 GRAPH_VERSION = 1
 
 
@@ -196,7 +198,13 @@ class SessionStages:
             extraction = await entity_store.load_extraction(conn, sid)
         if session is None:
             return StageOutcome("missing", {})
-        episode = SessionEpisode(sid, session.started_at, session.segments, session.spoken_at)
+        episode = SessionEpisode(
+            sid,
+            session.started_at,
+            session.segments,
+            session.spoken_at,
+            annotations=tuple((e.type, e.name) for e in extraction.entities),
+        )
         await self._emit(CreatureName.MANTA, "start", sid, mode=self.graph_mode)
         if self.graph_mode == "llm":
             written = await self.graph.add_episode(episode)

@@ -49,6 +49,7 @@ from her_os_shared.logging import get_logger
 if TYPE_CHECKING:
     from context_engine.chronicler import Chronicler
     from context_engine.embedding import SegmentEmbedding
+    from context_engine.entity_embedding import EntityEmbedding
     from context_engine.event_files import EventFileReader
     from context_engine.graph import KnowledgeGraph
     from context_engine.ingest import Ingestor
@@ -78,6 +79,8 @@ class Target:
     segments: list[list[str]] = field(default_factory=list)  # [session_id, segment_id]
     # filled as steps run, so retries know what they touched
     touched: list[str] = field(default_factory=list)  # sessions rewritten, not removed
+    # entities that lost mentions (or went): their vectors held forgotten words
+    entities_changed: list[int] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)  # sessions whose file is gone
 
     @classmethod
@@ -293,6 +296,7 @@ class ForgetParts:
     event_files: EventFileReader | None = None
     search_index: SegmentSearchIndex | None = None
     embedding: SegmentEmbedding | None = None
+    entity_embedding: EntityEmbedding | None = None
     graph: KnowledgeGraph | None = None
     recorder: EventRecorder | None = None
     # re-derive a touched session: (session_id) → queue its embed and graph jobs
@@ -592,6 +596,7 @@ class Forgetter:
                 {"t": touched},
             )
         target.touched = sorted({*target.touched, *touched} - set(target.gone_sessions))
+        target.entities_changed = sorted({*target.entities_changed, *had_ids})
         return counts
 
     async def _keyword_index(self, target: Target) -> dict[str, Any]:
@@ -626,8 +631,20 @@ class Forgetter:
             await conn.execute(
                 text("UPDATE vector_spaces SET status = 'building', ready_at = NULL")
             )
+        entities = 0
+        if self.p.entity_embedding is not None:
+            # Entities matched by name may have gone without losing a mention by session:
+            # the orphan sweep finds those; the rest are embedded again by their job.
+            entities = await self.p.entity_embedding.drop(
+                [*target.entity_ids, *target.entities_changed]
+            )
+            entities += await self.p.entity_embedding.drop_orphans()
         await self._rederive(target)
-        return {"spaces": len(spaces), "sessions": len(target.all_sessions)}
+        return {
+            "spaces": len(spaces),
+            "sessions": len(target.all_sessions),
+            "entity_vectors_dropped": entities,
+        }
 
     async def _rederive(self, target: Target) -> None:
         if self.p.rederive is not None:

@@ -38,6 +38,7 @@ from context_engine.config import Settings
 from context_engine.consolidate import Consolidator, create_run
 from context_engine.db import libpq_conninfo
 from context_engine.embedding import EMBED_STAGE, EMBED_VERSION, SegmentEmbedding
+from context_engine.entity_embedding import EntityEmbedding
 from context_engine.extraction import SessionStages, StageOutcome
 from context_engine.forget import Forgetter
 from context_engine.job_manager import StageJobManager
@@ -116,6 +117,8 @@ class JobQueue:
         self.chronicler = chronicler
         # forget requests (forget.py), set by the runtime; None = none queued
         self.forgetter: Forgetter | None = None
+        # entity vectors (entity_embedding.py), set by the runtime; None = none kept
+        self.entity_embedding: EntityEmbedding | None = None
         self.gap = timedelta(seconds=settings.session_gap_s)
         self.retry = Backoff(
             settings.job_max_attempts, settings.job_retry_base_s, settings.job_retry_max_s
@@ -202,6 +205,15 @@ class JobQueue:
             return await self.nightly(timestamp)
 
         @app.periodic(cron=self.settings.events_retention_cron, periodic_id="events_retention")
+        # One job for every entity: what changed is found by the documents' hashes, so a
+        # queued run covers every extraction that finished before it starts.
+        @app.task(
+            name="embed_entities", retry=self.retry, queueing_lock="embed_entities",
+            lock="embed_entities",
+        )  # fmt: skip
+        async def embed_entities() -> str:
+            return await self._embed_entities()
+
         @app.task(name="events_retention", queueing_lock="events_retention")
         async def events_retention(timestamp: int) -> int:
             return await self.purge_events()
@@ -278,6 +290,7 @@ class JobQueue:
         outcome: StageOutcome = await self.session_stages.extract(key)
         if outcome.status in ("done", "already_done"):
             await self.defer_graph(key.session_id)
+            await self.defer_embed_entities()
         return outcome.status
 
     async def _embed(self, key: StageKey) -> str:
@@ -294,6 +307,28 @@ class JobQueue:
                 )  # fmt: skip
         await self.embedding.mark_ready_if_complete()
         return f"embedded {count}"
+
+    async def _embed_entities(self) -> str:
+        emb = self.entity_embedding
+        if emb is None or not emb.opened:
+            return "no vector index"
+        count = await emb.embed_pending()
+        if count:
+            log.info("embed.entities", entities=count)
+            if self.recorder:
+                await self.recorder.emit(
+                    CreatureName.EEL, "complete",
+                    data={"entities": count, "space": emb.segments.space_name},
+                )  # fmt: skip
+        return f"embedded {count} entities"
+
+    async def defer_embed_entities(self) -> int | None:
+        if self.entity_embedding is None:
+            return None
+        try:
+            return int(await self.app.configure_task("embed_entities").defer_async())
+        except AlreadyEnqueued:
+            return None
 
     async def _graph(self, key: StageKey) -> str:
         assert self.session_stages is not None
@@ -352,6 +387,9 @@ class JobQueue:
         if self.embedding is not None and self.embedding.opened:
             for session_id in await self.embedding.pending_sessions():
                 queued += await self.defer_embed(session_id) is not None
+        emb = self.entity_embedding
+        if emb is not None and emb.opened and await emb.pending():
+            queued += await self.defer_embed_entities() is not None
         if self.session_stages is None:
             return queued
         to_extract, to_graph = await self.session_stages.pending()

@@ -395,6 +395,22 @@ class SegmentVector(Base):
     )
 
 
+class EntityVector(Base):
+    """Which entity has a vector in which space, and of which document (entity_embedding.py).
+    No foreign key to the entity: a deleted entity's row marks a point still to delete."""
+
+    __tablename__ = "entity_vectors"
+
+    entity_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    space: Mapped[str] = mapped_column(
+        Text, ForeignKey("vector_spaces.space", ondelete="CASCADE"), primary_key=True
+    )
+    text_sha: Mapped[str] = mapped_column(Text)
+    embedded_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now()
+    )
+
+
 class IngestOffset(Base):
     """How far each JSONL file has been ingested. Appends rename a new file into place (new
     inode, ADR 0002), so "same file" is judged by size and `fingerprint`: the sha256 of the

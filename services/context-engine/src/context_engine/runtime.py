@@ -22,6 +22,7 @@ from context_engine.db import Databases, create_databases, ping
 from context_engine.embed import make_embedder
 from context_engine.embed.observed import ObservedEmbedder
 from context_engine.embedding import SegmentEmbedding
+from context_engine.entity_embedding import EntityEmbedding
 from context_engine.event_files import EventFileReader
 from context_engine.extraction import SessionStages, make_extractor
 from context_engine.forget import ForgetParts, Forgetter
@@ -80,6 +81,12 @@ class Runtime:
                 make_vector_store(settings),
                 batch=settings.embed_batch_segments,
             )
+        # Entities beside the segments, in the same store and space (entity_embedding.py).
+        self.entity_embedding = (
+            EntityEmbedding(self.embedding, batch=settings.embed_batch_segments)
+            if self.embedding is not None
+            else None
+        )
         self.consolidator = Consolidator(self.db.main, settings, self.recorder, self.graph)
         self.jobs = JobQueue(
             settings,
@@ -140,6 +147,7 @@ class Runtime:
                 event_files=self.event_files,
                 search_index=self.search_index,
                 embedding=self.embedding,
+                entity_embedding=self.entity_embedding,
                 graph=self.graph,
                 recorder=self.recorder,
                 rederive=self._rederive,
@@ -157,6 +165,7 @@ class Runtime:
             )
         )
         self.jobs.forgetter = self.forgetter
+        self.jobs.entity_embedding = self.entity_embedding
         self.checker = StoreChecker(
             self.db.main,
             settings.transcripts_dir,
@@ -237,6 +246,7 @@ class Runtime:
         if self._jobs_open:
             await self.jobs.defer_embed(session_id)
             await self.jobs.defer_graph(session_id)
+            await self.jobs.defer_embed_entities()
 
     @property
     def ready(self) -> bool:

@@ -276,6 +276,16 @@ class EntityPage(BaseModel):
     offset: int
 
 
+class EntityMatch(EntityOut):
+    score: float  # cosine similarity of the query to the entity (its name, type, first words)
+
+
+class EntitySearchPage(BaseModel):
+    query: str
+    entities: list[EntityMatch]  # best first
+    total: int  # entities returned
+
+
 class IngestResponse(BaseModel):
     session_id: str
     status: Literal["ingested", "up_to_date", "reread", "missing", "invalid_name"]
@@ -405,6 +415,7 @@ class VectorState(BaseModel):
     searching: str | None = None
     status: Literal["building", "ready", "unavailable"] | None  # ready: every segment embedded
     embedded: int  # segments with a vector in that space
+    entities_embedded: int = 0  # entities with a vector in that space (entity_embedding.py)
 
 
 class ExtractionState(BaseModel):

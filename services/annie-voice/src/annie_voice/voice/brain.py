@@ -2,14 +2,18 @@
 briefing, the tools, the offline memory responder and the tool-call text filter behave the
 same in voice and text.
 
-When the pipeline starts (the client connected) it opens the voice session's chat session,
-which briefs it from memory, so the first answer does not wait for the briefing; the page gets
-a `briefing` message with its status and time. On each user turn (an `LLMContextFrame` from
-the user aggregator) the processor takes the
-latest user message, runs one chat turn in the voice session's chat session, and pushes the
-answer as `LLMTextFrame`s between `LLMFullResponseStartFrame` and `LLMFullResponseEndFrame` (TTS
-speaks them). It also sends the client page, over the data channel: the user's transcript,
-Annie's words as they come, the tables and charts of render_table / render_chart, and errors.
+When the pipeline starts it opens the voice session's chat session, which briefs it from
+memory, so the first answer does not wait for the briefing; the page gets a `briefing` message
+with its status and time. When the client connects (the transport's `ClientConnectedFrame`)
+Annie greets, as the design orders it: once the briefing is loaded, or once the briefing's
+timeout has passed, whichever is first, a `TTSSpeakFrame` speaks the greeting (the assistant
+aggregator adds it to the Pipecat context) and it opens the chat session's history as her
+message; the model's system prompt says she greeted (chat.py). On each user turn (an
+`LLMContextFrame` from the user aggregator) the processor takes the latest user message, runs
+one chat turn in the voice session's chat session, and pushes the answer as `LLMTextFrame`s
+between `LLMFullResponseStartFrame` and `LLMFullResponseEndFrame` (TTS speaks them). It also
+sends the client page, over the data channel: the user's transcript, Annie's words as they
+come, the tables and charts of render_table / render_chart, and errors.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import asyncio
 from typing import Any
 
 from pipecat.frames.frames import (
+    ClientConnectedFrame,
     Frame,
     LLMContextFrame,
     LLMFullResponseEndFrame,
@@ -26,6 +31,7 @@ from pipecat.frames.frames import (
     OutputTransportMessageUrgentFrame,
     StartFrame,
     TranscriptionFrame,
+    TTSSpeakFrame,
     UserStoppedSpeakingFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
@@ -81,12 +87,27 @@ class TranscriptLookaheadProcessor(FrameProcessor):
 
 
 class AnnieLLMProcessor(FrameProcessor):
-    def __init__(self, chat: ChatService, session_id: str, **kwargs: Any) -> None:
+    """`greeting`: said once when the client connects ("": none); `greeting_wait_s`: how long
+    the greeting waits for the briefing (the briefing's own timeout)."""
+
+    def __init__(
+        self,
+        chat: ChatService,
+        session_id: str,
+        *,
+        greeting: str = "",
+        greeting_wait_s: float = 3.0,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.chat = chat
         self.session_id = session_id
+        self.greeting = greeting
+        self.greeting_wait_s = greeting_wait_s
         # The chat session being opened (and briefed) since the pipeline started.
         self._opening: asyncio.Task[tuple[ChatSession, bool]] | None = None
+        self._greeting: asyncio.Task[None] | None = None  # once per session, even on reconnect
+        self._answered = False  # a user turn began: too late to greet
 
     async def send_client(self, message: dict[str, Any]) -> None:
         """A JSON message to the client page over the data channel."""
@@ -96,6 +117,8 @@ class AnnieLLMProcessor(FrameProcessor):
         await super().process_frame(frame, direction)
         if isinstance(frame, StartFrame) and self._opening is None:
             self._opening = self.create_task(self._open(), name=f"brief-{self.session_id}")
+        elif isinstance(frame, ClientConnectedFrame) and self.greeting and self._greeting is None:
+            self._greeting = self.create_task(self._greet(), name=f"greet-{self.session_id}")
         if isinstance(frame, LLMContextFrame):
             text = last_user_text(list(frame.context.get_messages()))
             if text:
@@ -111,12 +134,34 @@ class AnnieLLMProcessor(FrameProcessor):
             )
         return session, new
 
+    async def _greet(self) -> None:
+        opening = self._opening
+        if opening is not None:
+            # After the briefing, as the design orders it; a slow briefing holds the greeting
+            # no longer than its own timeout (it goes on, for the first turn). Not awaited:
+            # its failure is the first turn's to report.
+            await asyncio.wait({opening}, timeout=self.greeting_wait_s)
+        if self._answered:
+            log.info("voice.greeting_skipped", session_id=self.session_id, reason="user_first")
+            return
+        # The session is in the store from the opening's first step, briefed or not.
+        session = self.chat.sessions.get(self.session_id)
+        recorded = session is not None and self.chat.record_greeting(session, self.greeting)
+        log.info("voice.greeting", session_id=self.session_id, recorded=recorded)
+        await self.send_client(
+            {"type": "transcript", "role": "assistant", "text": self.greeting, "final": True}
+        )
+        # Interruptible as any speech: the user talking over it interrupts it as usual.
+        await self.push_frame(TTSSpeakFrame(self.greeting))
+
     async def cleanup(self) -> None:
-        if self._opening is not None and not self._opening.done():
-            await self.cancel_task(self._opening)
+        for task in (self._greeting, self._opening):
+            if task is not None and not task.done():
+                await self.cancel_task(task)
         await super().cleanup()
 
     async def respond(self, text: str) -> None:
+        self._answered = True
         if self._opening is not None:
             # The first turn: the session opened at connect (its briefing may still run).
             opening, self._opening = self._opening, None

@@ -4,6 +4,8 @@
     Annie (LLM: ChatService) → tool-call text filter → TTS → transport out → assistant
     aggregator
 
+Annie greets when the client connects (brain.py: the transport's `ClientConnectedFrame`).
+
 The lookahead hands each transcript to the chat service before the turn ends, so the offline
 responder's memory search runs during the silence that ends the turn (lookahead.py).
 
@@ -99,7 +101,12 @@ def build_processors(
         VoiceObserverProcessor(chat.observer, session_id),
         TranscriptLookaheadProcessor(chat),
         aggregators.user(),
-        AnnieLLMProcessor(chat, session_id),
+        AnnieLLMProcessor(
+            chat,
+            session_id,
+            greeting=settings.greeting,
+            greeting_wait_s=settings.briefing_timeout_s,
+        ),
         ToolCallTextFilterProcessor(tools),
         SynthTTSService(models.tts),
     ]

@@ -1,6 +1,6 @@
 """Speech emotion of a segment (the ser-emotion process: the `CreatureName.HYDRA` creature).
 
-Two backends behind one interface, chosen by `AUDIO_PIPELINE_EMOTION_BACKEND`:
+Two classifiers behind one interface, chosen by `AUDIO_PIPELINE_EMOTION_BACKEND`:
 
 - `heuristic` (embedded default, `heuristic.py`): prosody (loudness, pitch spread, speaking
   rate) gives arousal, the transcript's VADER sentiment gives valence; written with
@@ -8,6 +8,12 @@ Two backends behind one interface, chosen by `AUDIO_PIPELINE_EMOTION_BACKEND`:
 - `emotion2vec` (production, `emotion2vec.py`): emotion2vec+ through funasr on the GPU box;
   written with engine e.g. "emotion2vec_plus_large". funasr is imported only when this
   backend is configured, so this package imports without it.
+
+and a third backend, `sidecar` (`remote.py`), that runs neither here: it sends the segments to
+the SER sidecar (`sidecar.py`, the design's "SER Pipeline" on :9101), which runs one of the
+two classifiers above (`AUDIO_PIPELINE_SER_BACKEND`), the same code as in process. Docker
+compose uses it so emotion2vec+ has a process (and a GPU reservation) of its own; the
+embedded default keeps classifying in process.
 
 Both write labels from one stable set, `LABELS`. emotion2vec+ has 9 classes (its raw labels
 are bilingual, e.g. "生气/angry"); they map onto the set as
@@ -45,6 +51,7 @@ __all__ = [
     "SegmentAudio",
     "SpeechEmotion",
     "create_emotion",
+    "emotion_status",
     "mono_samples",
     "shared_label",
 ]
@@ -141,11 +148,12 @@ def mono_samples(samples: np.ndarray, sample_rate: int) -> np.ndarray:
     return arr
 
 
-def create_emotion(settings: Settings) -> SpeechEmotion:
-    """The backend `settings.emotion_backend` names. emotion2vec fails here, at startup, with
-    an `EmotionBackendUnavailable` naming the setting when funasr is not installed; its model
-    loads on first use (or `load()`)."""
-    backend = settings.emotion_backend
+def create_emotion(settings: Settings, backend: str | None = None) -> SpeechEmotion:
+    """The backend `settings.emotion_backend` names (or `backend`: the sidecar passes its
+    `ser_backend`). emotion2vec fails here, at startup, with an `EmotionBackendUnavailable`
+    naming the setting when funasr is not installed; its model loads on first use (or
+    `load()`). sidecar only builds its HTTP client: nothing is contacted here."""
+    backend = backend or settings.emotion_backend
     if backend == "heuristic":
         from audio_pipeline.emotion.heuristic import HeuristicEmotion
 
@@ -154,7 +162,30 @@ def create_emotion(settings: Settings) -> SpeechEmotion:
         from audio_pipeline.emotion.emotion2vec import Emotion2VecEmotion, model_source
 
         emotion = Emotion2VecEmotion(model_source(settings.models_dir))
+    elif backend == "sidecar":
+        from audio_pipeline.emotion.remote import SidecarEmotion
+
+        emotion = SidecarEmotion.from_settings(settings)
     else:  # pragma: no cover - the settings' Literal rejects anything else
         raise ValueError(f"unknown {BACKEND_SETTING}: {backend!r}")
     log.info("emotion backend", backend=emotion.name, engine=emotion.engine)
     return emotion
+
+
+def emotion_status(emotion: SpeechEmotion) -> dict[str, object]:
+    """What `/v1/status` says about speech emotion under "ser": where it runs and, for the
+    sidecar, whether it answers and which classifier it runs (no I/O: the sidecar backend
+    reports what it last saw)."""
+    report = getattr(emotion, "sidecar_status", None)
+    if callable(report):
+        return report()
+    return {
+        "configured": False,  # classified in process: no sidecar
+        "url": None,
+        "reachable": None,
+        "ready": None,
+        "classifier": emotion.name,
+        "engine": emotion.engine,
+        "error": None,
+        "checked_at": None,
+    }

@@ -58,6 +58,10 @@ class SessionEpisode:
     segments: list[SegmentText]
     # spoken_at of each segment, by segment id (valid_at of the facts said in it)
     spoken_at: dict[str, datetime] = field(default_factory=dict)
+    # (type, name) of the entities the fast extractor found in the session, in order of
+    # first mention: the LLM path appends them to the episode body (the design's "transcript
+    # + extracted-entity annotations"), so graphiti names them as the rest of her-os does.
+    annotations: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

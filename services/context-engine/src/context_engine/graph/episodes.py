@@ -102,6 +102,17 @@ ENTITY_TYPES: dict[str, type[BaseModel]] = {
     "Topic": Topic,
 }
 
+# Our entity types that graphiti's ENTITY_TYPES cover, as the annotations name them.
+ANNOTATED_TYPES = {
+    "person": "Person",
+    "place": "Place",
+    "organization": "Organization",
+    "event": "Event",
+    "topic": "Topic",
+}
+ANNOTATION_LIMIT = 40
+ANNOTATION_HEADER = "Entities already found in this conversation (type: name):"
+
 # The relations whose facts end one another (predicates.py): the model is asked for these
 # names; others it writes are mapped after the episode (normalise_edge_names).
 _TIMELINE_NAMES = ", ".join(
@@ -112,7 +123,8 @@ EXTRACTION_INSTRUCTIONS = (
     "line refer to that line's speaker. Name relations in SCREAMING_SNAKE_CASE; use LIKES or "
     "AVOIDS for preferences, SPOUSE or EX_SPOUSE for marriage, PARTNER or EX_PARTNER for "
     "romantic partners, and a relative's role (SIBLING, PARENT, CHILD...) for family. Where "
-    f"one of these fits, use it: {_TIMELINE_NAMES}."
+    f"one of these fits, use it: {_TIMELINE_NAMES}. A list after the transcript names "
+    "entities already found in it: use those names for them; the list itself states no fact."
 )
 
 # --- guard 4: invalidation only between the same two entities ---
@@ -362,6 +374,27 @@ def transcript(episode: SessionEpisode) -> str:
     )
 
 
+def episode_body(episode: SessionEpisode) -> str:
+    """The transcript, then the entities her-os's extractor found in it (the design's
+    annotations): graphiti's entity prompt sees the names the rest of the memory uses, so
+    "Priya" the speaker and "Priya" the wife resolve to one node. Only the types graphiti is
+    asked to extract (ENTITY_TYPES) are listed, each once, at most ANNOTATION_LIMIT."""
+    lines = transcript(episode)
+    if not lines:
+        return ""
+    notes: dict[tuple[str, str], str] = {}  # (label, folded name) -> the name as first written
+    for kind, raw in episode.annotations:
+        label, name = ANNOTATED_TYPES.get(kind), " ".join(raw.split())
+        if label is not None and name:
+            notes.setdefault((label, name.casefold()), f"- {label}: {name}")
+        if len(notes) == ANNOTATION_LIMIT:
+            break
+    if not notes:
+        return lines
+    listed = "\n".join(notes.values())
+    return f"{lines}\n\n{ANNOTATION_HEADER}\n{listed}"
+
+
 async def add_session_episode(
     graphiti: HerGraphiti,
     group_id: str,
@@ -371,7 +404,7 @@ async def add_session_episode(
     """graphiti's add_episode for one session. `replacing`: earlier episodes of the session,
     which the caller removes afterwards (they are not shown to the model as context).
     Raises GraphLLMError / GraphUnavailableError; both are retryable."""
-    body = transcript(episode)
+    body = episode_body(episode)
     if not body:
         return GraphWrite(episode_uuid="")
     llm = graphiti.llm_client

@@ -8,25 +8,33 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query
 
-from context_engine.entities import get_entity, list_entities
+from context_engine.entities import (
+    EntitySearchUnavailable,
+    get_entity,
+    list_entities,
+    nearest_entities,
+)
 from context_engine.profile import entity_profile
 from context_engine.routes.deps import PG_BIGINT_MAX, RuntimeDep, as_of_or_now, either
-from context_engine.schemas import EntityDetail, EntityPage, EntityProfile
+from context_engine.schemas import EntityDetail, EntityPage, EntityProfile, EntitySearchPage
 
 router = APIRouter(tags=["entities"])
 
 EntityId = Annotated[int, Path(ge=1, le=2**63 - 1)]
+TypeFilter = Annotated[
+    str | None, Query(min_length=1, max_length=64, description="entity type filter")
+]
+EntityTypeFilter = Annotated[
+    str | None, Query(min_length=1, max_length=64, description="as `type` (the design's name)")
+]
+TierFilter = Annotated[Literal["L0", "L1", "L2"] | None, Query(description="memory tier filter")]
 
 
 @router.get("/entities", response_model=EntityPage, summary="List entities")
 async def get_entities(
     runtime: RuntimeDep,
-    type: Annotated[
-        str | None, Query(min_length=1, max_length=64, description="entity type filter")
-    ] = None,
-    entity_type: Annotated[
-        str | None, Query(min_length=1, max_length=64, description="as `type` (the design's name)")
-    ] = None,
+    type: TypeFilter = None,
+    entity_type: EntityTypeFilter = None,
     q: Annotated[
         str | None, Query(min_length=1, max_length=200, description="name contains (any case)")
     ] = None,
@@ -34,9 +42,7 @@ async def get_entities(
         bool | None,
         Query(description="only entities with (true) / without (false) a contradicted fact"),
     ] = None,
-    tier: Annotated[
-        Literal["L0", "L1", "L2"] | None, Query(description="memory tier filter")
-    ] = None,
+    tier: TierFilter = None,
     include_history: Annotated[
         bool, Query(description="also entities only older extractor versions mentioned")
     ] = False,
@@ -57,6 +63,36 @@ async def get_entities(
         )
     return EntityPage.model_validate(
         {"entities": items, "total": total, "limit": limit, "offset": offset}
+    )
+
+
+@router.get(
+    "/entities/search",
+    response_model=EntitySearchPage,
+    summary="Entities whose meaning is nearest a text (entity vectors)",
+    responses={503: {"description": "the vector index is disabled, not open, or failed"}},
+)
+async def search_entities(
+    runtime: RuntimeDep,
+    query: Annotated[str, Query(min_length=1, max_length=500, description="what to look for")],
+    type: TypeFilter = None,
+    entity_type: EntityTypeFilter = None,
+    tier: TierFilter = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 10,
+) -> EntitySearchPage:
+    wanted = either("type", type, "entity_type", entity_type)
+    try:
+        matches = await nearest_entities(
+            runtime.entity_embedding,
+            query,
+            limit,
+            types=[wanted] if wanted else None,
+            tiers=[tier] if tier else None,
+        )
+    except EntitySearchUnavailable as exc:
+        raise HTTPException(status_code=503, detail=str(exc)) from None
+    return EntitySearchPage.model_validate(
+        {"query": query, "entities": matches, "total": len(matches)}
     )
 
 

