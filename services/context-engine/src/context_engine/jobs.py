@@ -204,7 +204,6 @@ class JobQueue:
         async def nightly_consolidation(timestamp: int) -> str:
             return await self.nightly(timestamp)
 
-        @app.periodic(cron=self.settings.events_retention_cron, periodic_id="events_retention")
         # One job for every entity: what changed is found by the documents' hashes, so a
         # queued run covers every extraction that finished before it starts.
         @app.task(
@@ -214,6 +213,7 @@ class JobQueue:
         async def embed_entities() -> str:
             return await self._embed_entities()
 
+        @app.periodic(cron=self.settings.events_retention_cron, periodic_id="events_retention")
         @app.task(name="events_retention", queueing_lock="events_retention")
         async def events_retention(timestamp: int) -> int:
             return await self.purge_events()
