@@ -5,7 +5,7 @@ RUN := $(UV) run --frozen
 
 .PHONY: help setup setup-node dashboard up down status logs test test-python test-dashboard lint format \
 	config-reference bench bench-1m \
-	bench-audio test-real-llm bench-extract bench-latency bench-latency-1m bench-locomo bench-locomo-offline \
+	bench-audio bench-diarization test-real-llm bench-extract bench-latency bench-latency-1m bench-locomo bench-locomo-offline \
 	bench-consolidation bench-tiers bench-events bench-voice bench-load bench-answers
 
 help:
@@ -13,7 +13,7 @@ help:
 	@echo "               the Aquarium dashboard is built and served on http://127.0.0.1:5174"
 	@echo "make test      set up if needed, then run every test (lint, Python, dashboard)"
 	@echo "make down | status | logs    control a running platform"
-	@echo "make bench | bench-audio | bench-extract | bench-latency | bench-locomo | bench-consolidation"
+	@echo "make bench | bench-audio | bench-diarization | bench-extract | bench-latency | bench-locomo | bench-consolidation"
 	@echo "               | bench-tiers | bench-events | bench-voice | bench-load | bench-locomo-offline"
 	@echo "               | bench-answers"
 	@echo "               benchmarks (docs/benchmarks.md)"
@@ -141,6 +141,11 @@ bench-locomo-offline: setup
 # through the real fast path (models loaded in process); about 2 minutes on 2 cores.
 bench-audio: setup
 	$(RUN) python bench/audio/speech_quality.py
+
+# Diarization alone (bench/audio/diarization.py): DER split into missed / false alarm /
+# confusion, speakers and overlap found, per backend (embedded, segmented); under a minute.
+bench-diarization: setup
+	$(RUN) python bench/audio/diarization.py
 
 # Context engine's fast entity extractor (bench/extract/): person and relation precision/recall
 # on DialogRE dev, speaker names, places and observation coverage on LoCoMo dev, throughput;

@@ -41,7 +41,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/machine.py
 from machine import console, print_footer, print_header
-from scoring import SpeakerTurn, diarization_error, read_rttm, read_uem, solo_regions
+from scoring import CALL, MEETING, SpeakerTurn, diarization_error, reference_clips, solo_regions
 
 from audio_pipeline.audio import AudioClip, decode_audio
 from audio_pipeline.config import Settings
@@ -49,9 +49,6 @@ from audio_pipeline.speakers import SpeakerEmbedder, create_embedder
 from audio_pipeline.speakers.clustering import ClusteringParams
 from audio_pipeline.speakers.embedded import EmbeddedDiarizer, _windows
 from audio_pipeline.vad import create_vad
-
-CALL = "two-speaker-call"
-MEETING = "meeting-clips"
 
 
 @dataclass
@@ -165,16 +162,8 @@ def main(
     embedder = create_embedder(settings)
     embedder.load()
     console.print(f"speaker embedder: {settings.speaker_embedder}")
-    rttm_call = read_rttm(data / CALL / "sample.rttm")
-    rttm_meet = read_rttm(data / MEETING / "debug.development.rttm")
-    uem_meet = read_uem(data / MEETING / "debug.development.uem")
-    sources = [
-        ("call", data / CALL / "sample.wav", rttm_call["sample"], None),
-        ("dev00", data / MEETING / "dev00.wav", rttm_meet["dev00"], uem_meet["dev00"]),
-        ("dev01", data / MEETING / "dev01.wav", rttm_meet["dev01"], uem_meet["dev01"]),
-    ]
     clips = []
-    for key, path, ref, uem in sources:
+    for key, path, ref, uem in reference_clips(data):
         audio = decode_audio(path.read_bytes(), max_seconds=settings.max_audio_seconds)
         clips.append(Clip(key, audio, ref, uem, vad.regions(audio)))
 

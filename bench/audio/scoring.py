@@ -208,6 +208,24 @@ def diarization_error(
     )
 
 
+CALL = "two-speaker-call"
+MEETING = "meeting-clips"
+
+
+def reference_clips(
+    data: Path,
+) -> list[tuple[str, Path, list[SpeakerTurn], list[tuple[float, float]] | None]]:
+    """The speech data's three scored clips: (key, wav, reference turns, UEM or None)."""
+    rttm_call = read_rttm(data / CALL / "sample.rttm")
+    rttm_meet = read_rttm(data / MEETING / "debug.development.rttm")
+    uem_meet = read_uem(data / MEETING / "debug.development.uem")
+    return [
+        ("call", data / CALL / "sample.wav", rttm_call.get("sample", []), None),
+        ("dev00", data / MEETING / "dev00.wav", rttm_meet.get("dev00", []), uem_meet.get("dev00")),
+        ("dev01", data / MEETING / "dev01.wav", rttm_meet.get("dev01", []), uem_meet.get("dev01")),
+    ]
+
+
 def solo_regions(turns: Sequence[SpeakerTurn], speaker: str) -> list[tuple[float, float]]:
     """Where `speaker` talks and no other reference speaker does (for enrollment)."""
     mine = sorted((t.start, t.end) for t in turns if t.speaker == speaker)

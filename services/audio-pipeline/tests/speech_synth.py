@@ -67,3 +67,20 @@ def conversation(
         parts.append(silence(gap_s, rate))
         t += gap_s
     return np.concatenate(parts), rate, ref
+
+
+# A four-line exchange of the two voices (A, B, A, B).
+DIALOGUE = [
+    (VOICE_A, "Hi there, did you manage to finish the report for the meeting?"),
+    (VOICE_B, "Almost, I still need to add the budget numbers from last quarter."),
+    (VOICE_A, "Great, send it over when it is ready and I will take a look."),
+    (VOICE_B, "Sure, I will email it to you before lunch tomorrow."),
+]
+
+
+def speech16k(text: str, voice: str = VOICE_A) -> np.ndarray:
+    """`text` spoken by espeak-ng, resampled to 16 kHz float32."""
+    import soxr
+
+    samples, rate = speak(text, voice)
+    return soxr.resample(samples, rate, 16_000).astype(np.float32)

@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 import soxr
-from speech_synth import VOICE_A, VOICE_B, conversation, have_espeak, speak
+from speech_synth import DIALOGUE, VOICE_A, VOICE_B, conversation, have_espeak, speak, speech16k
 
 from audio_pipeline import backends
 from audio_pipeline.audio import SAMPLE_RATE, AudioClip
@@ -48,19 +48,6 @@ SENTENCES = [
     "I think we should meet tomorrow morning to talk about the project plan.",
     "Could you please remind me to call my mother after dinner tonight?",
 ]
-DIALOGUE = [
-    (VOICE_A, "Hi there, did you manage to finish the report for the meeting?"),
-    (VOICE_B, "Almost, I still need to add the budget numbers from last quarter."),
-    (VOICE_A, "Great, send it over when it is ready and I will take a look."),
-    (VOICE_B, "Sure, I will email it to you before lunch tomorrow."),
-]
-
-
-def speech16k(text: str, voice: str) -> np.ndarray:
-    samples, rate = speak(text, voice)
-    return soxr.resample(samples, rate, SAMPLE_RATE).astype(np.float32)
-
-
 # Every embedding and diarization test runs with each speaker embedder (settings
 # speaker_embedder): campplus (the default) and voicefilter.
 EMBEDDERS = ["campplus", "voicefilter"]

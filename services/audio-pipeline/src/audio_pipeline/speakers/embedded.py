@@ -22,7 +22,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from audio_pipeline.speakers import ClipLike, SpeakerEmbedder, Turn, relabel_turns, speaker_label
-from audio_pipeline.speakers.clustering import ClusteringParams, centroids, cluster_embeddings
+from audio_pipeline.speakers.clustering import (
+    ClusteringParams,
+    centroids,
+    cluster_embeddings,
+    relabel_by_first_appearance,
+)
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
@@ -128,6 +133,14 @@ def _clean_regions(
     return out
 
 
+def _share_inside(a: float, b: float, spans: Sequence[tuple[float, float]]) -> float:
+    """The share of [a, b) that lies inside `spans` (disjoint)."""
+    if b <= a:
+        return 0.0
+    inside = sum(max(0.0, min(b, e) - max(a, s)) for s, e in spans)
+    return inside / (b - a)
+
+
 class EmbeddedDiarizer:
     name = "embedded"
 
@@ -140,6 +153,7 @@ class EmbeddedDiarizer:
         merge_gap_s: float = 0.5,
         min_pause_s: float = 0.3,
         clustering: ClusteringParams | None = None,
+        max_overlap_share: float = 0.25,
     ) -> None:
         if not 0 < hop_s <= window_s:
             raise ValueError("need 0 < hop_s <= window_s")
@@ -148,6 +162,7 @@ class EmbeddedDiarizer:
         self.hop_s = hop_s
         self.merge_gap_s = merge_gap_s
         self.min_pause_s = min_pause_s
+        self.max_overlap_share = max_overlap_share
         # Without explicit parameters, the embedder's own defaults (its similarity scale).
         self.clustering = clustering or getattr(embedder, "clustering", None) or ClusteringParams()
 
@@ -160,8 +175,15 @@ class EmbeddedDiarizer:
         return self.diarize_with_embeddings(clip, regions).turns
 
     def diarize_with_embeddings(
-        self, clip: ClipLike, regions: Sequence[tuple[float, float]]
+        self,
+        clip: ClipLike,
+        regions: Sequence[tuple[float, float]],
+        *,
+        overlap: Sequence[tuple[float, float]] = (),
     ) -> Diarization:
+        """`overlap`: where two people talk at once (the segmentation model's count): windows
+        that are mostly overlap mix two voices, so they do not shape the clusters; each takes
+        the speaker of its nearest cluster afterwards."""
         samples, rate = clip.samples, clip.sample_rate
         regions = [
             piece
@@ -192,7 +214,17 @@ class EmbeddedDiarizer:
             return Diarization(turns, {})
 
         emb = self.embedder.embed_many(audio, rate)
-        labels = cluster_embeddings(emb, self.clustering)
+        mixed = np.array([_share_inside(w.start, w.end, overlap) for w in windows]) > (
+            self.max_overlap_share
+        )
+        if overlap and mixed.any() and not mixed.all():
+            clean = cluster_embeddings(emb[~mixed], self.clustering)
+            labels = np.empty(len(windows), dtype=np.int64)
+            labels[~mixed] = clean
+            labels[mixed] = np.argmax(emb[mixed] @ centroids(emb[~mixed], clean).T, axis=1)
+            labels = relabel_by_first_appearance(labels)
+        else:
+            labels = cluster_embeddings(emb, self.clustering)
         pieces = [(w.core_start, w.core_end, int(c)) for w, c in zip(windows, labels, strict=True)]
         cores = np.array([(w.core_start + w.core_end) / 2 for w in windows])
         for a, b in short:

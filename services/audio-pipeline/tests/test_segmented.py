@@ -1,0 +1,127 @@
+"""The overlap-aware diarizer (speakers/segmented.py) on speech the tests make themselves
+(espeak-ng voices): who talks when from pyannote's segmentation model, who is who from CAM++
+windows, two turns at once where two voices overlap; silence, short and empty clips."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from speech_synth import DIALOGUE, VOICE_A, VOICE_B, have_espeak, speech16k
+
+from audio_pipeline.audio import AudioClip
+from audio_pipeline.config import Settings
+from audio_pipeline.speakers import Diarizer, Turn, create_diarizer, create_embedder
+from audio_pipeline.speakers.segmentation import CHUNK_SAMPLES, SAMPLE_RATE
+from audio_pipeline.speakers.segmented import SegmentedDiarizer, chunk_starts, spans
+
+pytestmark = pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
+
+LINES = DIALOGUE
+
+
+@pytest.fixture(scope="module")
+def diarizer() -> SegmentedDiarizer:
+    settings = Settings(allow_insecure_no_token=True, diarization_backend="segmented")
+    d = create_diarizer(settings, embedder=create_embedder(settings))
+    assert isinstance(d, SegmentedDiarizer) and isinstance(d, Diarizer)
+    d.load()
+    return d
+
+
+def _talk(
+    parts: list[tuple[str, str]], gap_s: float
+) -> tuple[AudioClip, list[tuple[str, float, float]]]:
+    """Lines one after another with `gap_s` between them (negative: overlapping), and the
+    reference (voice, start, end) of each line's voiced part."""
+    pieces = [(v, speech16k(t, v)) for v, t in parts]
+    total = sum(len(p) for _, p in pieces) + int(gap_s * SAMPLE_RATE) * (len(pieces) - 1)
+    out = np.zeros(total + SAMPLE_RATE, dtype=np.float32)
+    ref, at = [], 0
+    for v, p in pieces:
+        out[at : at + len(p)] += p
+        voiced = np.flatnonzero(np.abs(p) > 0.01)
+        ref.append((v, (at + voiced[0]) / SAMPLE_RATE, (at + voiced[-1]) / SAMPLE_RATE))
+        at += len(p) + int(gap_s * SAMPLE_RATE)
+    return AudioClip(out), ref
+
+
+def _time(turns: list[Turn], voice_of: dict[str, str], voice: str, a: float, b: float) -> float:
+    return sum(
+        max(0.0, min(b, t.end) - max(a, t.start)) for t in turns if voice_of.get(t.speaker) == voice
+    )
+
+
+def _voices(turns: list[Turn], ref: list[tuple[str, float, float]]) -> dict[str, str]:
+    """Each speaker → the reference voice it overlaps most."""
+    out = {}
+    for s in {t.speaker for t in turns}:
+        mine = [t for t in turns if t.speaker == s]
+        out[s] = max(
+            {v for v, _, _ in ref},
+            key=lambda v: sum(_time(mine, {s: v}, v, a, b) for w, a, b in ref if w == v),
+        )
+    return out
+
+
+def test_a_dialogue_is_two_speakers_in_the_right_places(diarizer: SegmentedDiarizer) -> None:
+    clip, ref = _talk(LINES, 0.6)
+    result = diarizer.run(clip)
+    turns = result.turns
+    assert {t.speaker for t in turns} == {"SPEAKER_00", "SPEAKER_01"}
+    assert turns == sorted(turns, key=lambda t: (t.start, t.end))
+    voice_of = _voices(turns, ref)
+    assert set(voice_of.values()) == {VOICE_A, VOICE_B}
+    speech = sum(b - a for _, a, b in ref)
+    right = sum(_time(turns, voice_of, v, a, b) for v, a, b in ref)
+    assert right / speech >= 0.8, (right / speech, turns)
+    said = sum(t.end - t.start for t in turns)
+    assert right / said >= 0.85, (right / said, turns)
+    # A, B, A, B in that order, and both voices have an embedding for identity.
+    firsts = [voice_of[k] for k, _ in itertools.groupby(t.speaker for t in turns)]
+    assert [k for k, _ in itertools.groupby(firsts)] == [VOICE_A, VOICE_B, VOICE_A, VOICE_B]
+    assert set(result.embeddings) == {"SPEAKER_00", "SPEAKER_01"}
+    assert all(abs(np.linalg.norm(e) - 1) < 1e-3 for e in result.embeddings.values())
+
+
+def test_overlapped_speech_gets_two_turns_at_once(diarizer: SegmentedDiarizer) -> None:
+    # Each voice talks long enough alone to be clustered (three windows or more); B starts
+    # 1.5 s before A has finished.
+    a = (VOICE_A, f"{LINES[0][1]} {LINES[2][1]}")
+    b = (VOICE_B, f"{LINES[1][1]} {LINES[3][1]}")
+    clip, _ = _talk([a, b], -1.5)
+    result = diarizer.run(clip)
+    overlapped = sum(b - a for a, b in result.overlap)
+    assert overlapped > 0.3, result.overlap
+    both = [
+        (a, b)
+        for x, y in itertools.combinations(result.turns, 2)
+        if x.speaker != y.speaker
+        for a, b in [(max(x.start, y.start), min(x.end, y.end))]
+        if b > a
+    ]
+    assert sum(b - a for a, b in both) > 0.3, result.turns
+
+
+def test_silence_short_and_empty_clips(diarizer: SegmentedDiarizer) -> None:
+    assert diarizer.diarize(AudioClip(np.zeros(4 * SAMPLE_RATE, dtype=np.float32)), []) == []
+    assert diarizer.diarize(AudioClip(np.zeros(0, dtype=np.float32)), []) == []
+    one = speech16k("Yes, absolutely.", VOICE_A)  # far shorter than a 10 s chunk
+    turns = diarizer.diarize(AudioClip(np.concatenate([one, np.zeros(8000, np.float32)])), [])
+    assert {t.speaker for t in turns} == {"SPEAKER_00"}
+    with pytest.raises(ValueError, match="16000 Hz"):
+        diarizer.run(AudioClip(np.zeros(8000, dtype=np.float32), sample_rate=8000))
+
+
+def test_chunks_slide_as_pyannotes_and_frames_become_spans() -> None:
+    step = SAMPLE_RATE
+    assert chunk_starts(5 * SAMPLE_RATE, step) == [0]
+    assert chunk_starts(CHUNK_SAMPLES, step) == [0]
+    assert chunk_starts(CHUNK_SAMPLES + 2 * step, step) == [0, step, 2 * step]
+    assert chunk_starts(CHUNK_SAMPLES + 2 * step + 5, step) == [0, step, 2 * step, 3 * step]
+    mask = np.array([0, 1, 1, 0, 0, 1], dtype=bool)
+    (a1, b1), (a2, b2) = spans(mask, 1.0)
+    assert 0 < a1 < b1 < a2 < b2 <= 1.0
+    with pytest.raises(ValueError, match="step_s"):
+        SegmentedDiarizer(create_embedder(Settings(allow_insecure_no_token=True)), step_s=20)
