@@ -278,17 +278,36 @@ def report_der(clips: list[Clip]) -> dict[str, DerResult]:
     return out
 
 
+# Solo speech needed to say anything about a reference speaker's voice (the embedder's minimum).
+MIN_SOLO_S = 0.5
+
+
+def solo_speech(clip: Clip, person: str) -> np.ndarray | None:
+    """`person`'s reference speech where nobody else talks, joined; None when there is too
+    little (a speaker heard only in overlap, a silent clip)."""
+    assert clip.clip is not None
+    parts = [clip.clip.slice(a, b).samples for a, b in solo_regions(clip.reference, person)]
+    joined = np.concatenate(parts).astype(np.float32) if parts else np.zeros(0, np.float32)
+    return joined if len(joined) >= MIN_SOLO_S * clip.clip.sample_rate else None
+
+
 def enroll_reference_speakers(models: Models, bank: EnrollmentBank, clip: Clip) -> dict[str, float]:
     """Each reference speaker of `clip`, enrolled as in POST /v1/enroll from their solo
     reference speech; returns the seconds of speech each embedding used."""
     assert clip.clip is not None
     used: dict[str, float] = {}
     for person in sorted({t.speaker for t in clip.reference}):
-        parts = [clip.clip.slice(a, b).samples for a, b in solo_regions(clip.reference, person)]
-        theirs = AudioClip(np.concatenate(parts).astype(np.float32))
+        solo = solo_speech(clip, person)
+        if solo is None:
+            console.print(f"{clip.key} {person}: no solo speech to enroll from, skipped")
+            continue
+        theirs = AudioClip(solo)
         # runtime._enroll: their speech found by VAD, at most 30 s of it, one embedding.
         speech = [theirs.slice(a, b).samples for a, b in models.vad.regions(theirs)]
-        joined = np.concatenate(speech)[: 30 * theirs.sample_rate]
+        joined = np.concatenate(speech)[: 30 * theirs.sample_rate] if speech else solo
+        if len(joined) < MIN_SOLO_S * theirs.sample_rate:
+            console.print(f"{clip.key} {person}: the VAD kept too little speech, skipped")
+            continue
         bank.enroll(person, models.embedder.embed(joined, theirs.sample_rate))
         used[person] = len(joined) / theirs.sample_rate
     return used
@@ -322,8 +341,11 @@ def report_identity(
 
     # Oracle segmentation: each target speaker's own solo reference speech vs the bank.
     for person in names_b:
-        parts = [target.clip.slice(a, b).samples for a, b in solo_regions(target.reference, person)]
-        v = models.embedder.embed(np.concatenate(parts).astype(np.float32), 16_000)
+        solo = solo_speech(target, person)
+        if solo is None:
+            console.print(f"  {target.key} {person}: no solo speech, not embedded")
+            continue
+        v = models.embedder.embed(solo, 16_000)
         sims = ", ".join(f"{p} {float(c @ v):.3f}" for p, c in cents.items())
         console.print(f"  {target.key} {person}, reference turns embedded directly: {sims}")
 
@@ -375,11 +397,14 @@ def report_voice_separability(models: Models, clips: list[Clip]) -> None:
     diarizer splits voices whose 1.5 s windows average below ~0.5 similarity)."""
     for c in clips:
         assert c.clip is not None
-        names = sorted({t.speaker for t in c.reference})
         vecs = {}
-        for n in names:
-            parts = [c.clip.slice(a, b).samples for a, b in solo_regions(c.reference, n)]
-            vecs[n] = models.embedder.embed(np.concatenate(parts).astype(np.float32), 16_000)
+        for n in sorted({t.speaker for t in c.reference}):
+            solo = solo_speech(c, n)
+            if solo is None:
+                console.print(f"{c.key}: {n} has no solo speech, left out")
+            else:
+                vecs[n] = models.embedder.embed(solo, 16_000)
+        names = sorted(vecs)
         pairs = [
             f"{a}–{b} {float(vecs[a] @ vecs[b]):.3f}"
             for i, a in enumerate(names)
