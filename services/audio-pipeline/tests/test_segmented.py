@@ -8,7 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
-from speech_synth import DIALOGUE, VOICE_A, VOICE_B, have_espeak, speech16k
+from speech_synth import DIALOGUE, VOICE_A, VOICE_B, have_espeak, speak, speech16k
 
 from audio_pipeline.audio import AudioClip
 from audio_pipeline.config import Settings
@@ -125,3 +125,50 @@ def test_chunks_slide_as_pyannotes_and_frames_become_spans() -> None:
     assert 0 < a1 < b1 < a2 < b2 <= 1.0
     with pytest.raises(ValueError, match="step_s"):
         SegmentedDiarizer(create_embedder(Settings(allow_insecure_no_token=True)), step_s=20)
+
+
+def _wav(samples: np.ndarray, rate: int) -> bytes:
+    import io
+    import wave
+
+    pcm = (np.clip(samples, -1, 1) * 32767).astype("<i2")
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(pcm.tobytes())
+    return buf.getvalue()
+
+
+def soxr_8k(samples: np.ndarray, rate: int) -> np.ndarray:
+    import soxr
+
+    return soxr.resample(samples, rate, 8000).astype(np.float32)
+
+
+def test_hard_audio_gives_turns_or_nothing_never_an_error(diarizer: SegmentedDiarizer) -> None:
+    """Music, one word, 8 kHz audio, clipping and a DC offset: a result, never a crash; the
+    speech among them is still found."""
+    from audio_pipeline.audio import decode_audio
+
+    t = np.arange(6 * SAMPLE_RATE) / SAMPLE_RATE
+    chords = sum(np.sin(2 * np.pi * f * t) for f in (220.0, 277.2, 329.6, 440.0))
+    music = (0.15 * chords * (0.6 + 0.4 * np.sin(2 * np.pi * 0.5 * t))).astype(np.float32)
+    word = speech16k("Yes.", VOICE_B)
+    line = speech16k(LINES[0][1], VOICE_A)
+    narrow, rate = speak(LINES[0][1], VOICE_A)
+    narrow = soxr_8k(narrow, rate)
+    cases = {
+        "music": AudioClip(music),
+        "one word": AudioClip(word),
+        "8 kHz": decode_audio(_wav(narrow, 8000), max_seconds=600),
+        "clipped": AudioClip(np.clip(line * 20, -1, 1).astype(np.float32)),
+        "dc offset": AudioClip((line + 0.3).astype(np.float32)),
+    }
+    for name, clip in cases.items():
+        result = diarizer.run(clip)
+        for turn in result.turns:
+            assert 0 <= turn.start < turn.end <= clip.duration_s + 1e-6, (name, turn)
+        if name != "music":
+            assert result.turns, f"{name}: the speech was not found"
