@@ -8,7 +8,8 @@ import itertools
 
 import numpy as np
 import pytest
-from speech_synth import DIALOGUE, VOICE_A, VOICE_B, have_espeak, speak, speech16k
+import soxr
+from speech_synth import DIALOGUE, VOICE_A, VOICE_B, have_espeak, speak, speech16k, to_wav_bytes
 
 from audio_pipeline.audio import AudioClip
 from audio_pipeline.config import Settings
@@ -127,26 +128,6 @@ def test_chunks_slide_as_pyannotes_and_frames_become_spans() -> None:
         SegmentedDiarizer(create_embedder(Settings(allow_insecure_no_token=True)), step_s=20)
 
 
-def _wav(samples: np.ndarray, rate: int) -> bytes:
-    import io
-    import wave
-
-    pcm = (np.clip(samples, -1, 1) * 32767).astype("<i2")
-    buf = io.BytesIO()
-    with wave.open(buf, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(pcm.tobytes())
-    return buf.getvalue()
-
-
-def soxr_8k(samples: np.ndarray, rate: int) -> np.ndarray:
-    import soxr
-
-    return soxr.resample(samples, rate, 8000).astype(np.float32)
-
-
 def test_hard_audio_gives_turns_or_nothing_never_an_error(diarizer: SegmentedDiarizer) -> None:
     """Music, one word, 8 kHz audio, clipping and a DC offset: a result, never a crash; the
     speech among them is still found."""
@@ -158,11 +139,11 @@ def test_hard_audio_gives_turns_or_nothing_never_an_error(diarizer: SegmentedDia
     word = speech16k("Yes.", VOICE_B)
     line = speech16k(LINES[0][1], VOICE_A)
     narrow, rate = speak(LINES[0][1], VOICE_A)
-    narrow = soxr_8k(narrow, rate)
+    narrow = soxr.resample(narrow, rate, 8000).astype(np.float32)
     cases = {
         "music": AudioClip(music),
         "one word": AudioClip(word),
-        "8 kHz": decode_audio(_wav(narrow, 8000), max_seconds=600),
+        "8 kHz": decode_audio(to_wav_bytes(narrow, 8000), max_seconds=600),
         "clipped": AudioClip(np.clip(line * 20, -1, 1).astype(np.float32)),
         "dc offset": AudioClip((line + 0.3).astype(np.float32)),
     }

@@ -1,18 +1,21 @@
 """Networks rebuilt as ONNX graphs from their PyTorch weights (no torch at service time): the
-plumbing every builder shares. A builder adds nodes with `op`, weights with `get` (which
-records that the weight was used) and constants with `const`; `finish` checks that every
-weight of the state dict went into the graph (a forgotten layer fails the load instead of
-giving wrong answers) and returns the model."""
+plumbing every builder shares, and the CPU session every ONNX model of the pipeline runs in.
+A builder adds nodes with `op`, weights with `get` (which records that the weight was used)
+and constants with `const`; `finish` checks that every weight of the state dict went into
+the graph (a forgotten layer fails the load instead of giving wrong answers) and returns the
+model."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 if TYPE_CHECKING:
     import onnx
+    import onnxruntime
 
 OPSET = 17
 
@@ -82,13 +85,13 @@ class GraphBuilder:
         return model
 
 
-def cpu_session(model: onnx.ModelProto, threads: int) -> object:
-    """An onnxruntime CPU session of an in-memory model (nothing written to disk)."""
+def cpu_session(model: onnx.ModelProto | Path, threads: int) -> onnxruntime.InferenceSession:
+    """An onnxruntime CPU session with `threads` intra-op threads: of an in-memory model
+    (nothing written to disk) or of a model file."""
     import onnxruntime
 
     opts = onnxruntime.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
-    return onnxruntime.InferenceSession(
-        model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
-    )
+    source = str(model) if isinstance(model, Path) else model.SerializeToString()
+    return onnxruntime.InferenceSession(source, opts, providers=["CPUExecutionProvider"])

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -218,7 +219,7 @@ class EntityEmbedding:
 
     async def search(
         self,
-        query_vector: object,
+        query_vector: np.ndarray,
         limit: int,
         *,
         types: Sequence[str] | None = None,
@@ -231,7 +232,7 @@ class EntityEmbedding:
             raise RuntimeError("the vector index is not open yet")
         hits = await self.segments.store.search(
             self.space,
-            query_vector,  # type: ignore[arg-type]
+            query_vector,
             min(limit * SEARCH_SLACK, 1000),
             kind="entity",
         )

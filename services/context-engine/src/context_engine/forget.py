@@ -49,7 +49,6 @@ from her_os_shared.logging import get_logger
 if TYPE_CHECKING:
     from context_engine.chronicler import Chronicler
     from context_engine.embedding import SegmentEmbedding
-    from context_engine.entity_embedding import EntityEmbedding
     from context_engine.event_files import EventFileReader
     from context_engine.graph import KnowledgeGraph
     from context_engine.ingest import Ingestor
@@ -296,7 +295,6 @@ class ForgetParts:
     event_files: EventFileReader | None = None
     search_index: SegmentSearchIndex | None = None
     embedding: SegmentEmbedding | None = None
-    entity_embedding: EntityEmbedding | None = None
     graph: KnowledgeGraph | None = None
     recorder: EventRecorder | None = None
     # re-derive a touched session: (session_id) → queue its embed and graph jobs
@@ -613,16 +611,13 @@ class Forgetter:
         emb = self.p.embedding
         if emb is None:
             return {"configured": False}
-        from context_engine.vectors.base import point_id
+        from context_engine.entity_embedding import EntityEmbedding
 
         store = emb.store
         spaces = await store.spaces()
-        entity_points = [point_id("entity", (str(i),)) for i in target.entity_ids]
         for space in spaces:
             for sid in target.all_sessions:
                 await store.delete_session(space, sid)  # type: ignore[arg-type]
-            if entity_points:
-                await store.delete(space, entity_points)  # type: ignore[arg-type]
         async with self.p.engine.begin() as conn:
             await conn.execute(
                 text("DELETE FROM segment_vectors WHERE session_id = ANY(CAST(:t AS text[]))"),
@@ -631,14 +626,13 @@ class Forgetter:
             await conn.execute(
                 text("UPDATE vector_spaces SET status = 'building', ready_at = NULL")
             )
-        entities = 0
-        if self.p.entity_embedding is not None:
-            # Entities matched by name may have gone without losing a mention by session:
-            # the orphan sweep finds those; the rest are embedded again by their job.
-            entities = await self.p.entity_embedding.drop(
-                [*target.entity_ids, *target.entities_changed]
-            )
-            entities += await self.p.entity_embedding.drop_orphans()
+        # The entities' points, in every space: those forgotten, and those whose documents
+        # held forgotten words (embedded again from what remains by their job). Entities
+        # matched by name may have gone without losing a mention by session: the orphan
+        # sweep finds those.
+        entity_vectors = EntityEmbedding(emb)
+        entities = await entity_vectors.drop([*target.entity_ids, *target.entities_changed])
+        entities += await entity_vectors.drop_orphans()
         await self._rederive(target)
         return {
             "spaces": len(spaces),

@@ -147,7 +147,6 @@ class Runtime:
                 event_files=self.event_files,
                 search_index=self.search_index,
                 embedding=self.embedding,
-                entity_embedding=self.entity_embedding,
                 graph=self.graph,
                 recorder=self.recorder,
                 rederive=self._rederive,

@@ -346,7 +346,7 @@ class CamPlusPlusEmbedder:
                 if self._session is None:
                     path = verified_path(self._model)
                     model = build_onnx(load_state_dict(path))
-                    self._session = cpu_session(model, self._threads)  # type: ignore[assignment]
+                    self._session = cpu_session(model, self._threads)
                     log.info("speaker_embedder_loaded", path=str(path), threads=self._threads)
         return self._session
 

@@ -34,6 +34,7 @@ import numpy as np
 import soxr
 
 from audio_pipeline.bundled import BundledFile, embedder_id_of, verified_path
+from audio_pipeline.onnx_graph import cpu_session
 from audio_pipeline.speakers.clustering import ClusteringParams
 from her_os_shared.logging import get_logger
 
@@ -215,15 +216,8 @@ class OnnxSpeakerEmbedder:
         if self._session is None:
             with self._lock:
                 if self._session is None:
-                    import onnxruntime
-
                     path = verified_path(self._model)
-                    opts = onnxruntime.SessionOptions()
-                    opts.intra_op_num_threads = self._threads
-                    opts.inter_op_num_threads = 1
-                    self._session = onnxruntime.InferenceSession(
-                        str(path), opts, providers=["CPUExecutionProvider"]
-                    )
+                    self._session = cpu_session(path, self._threads)
                     log.info("speaker_embedder_loaded", path=str(path), threads=self._threads)
         return self._session
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import threading
 from itertools import combinations
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,6 +37,7 @@ from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
     import onnx
+    import onnxruntime
 
 log = get_logger(__name__)
 
@@ -49,8 +50,9 @@ MAX_PER_FRAME = 2
 # total stride 270 (conv 10, three max pools of 3), so frame i covers samples
 # [270 i, 270 i + 991).
 FRAMES_PER_CHUNK = 589
-FRAME_STEP_S = 270 / SAMPLE_RATE
-FRAME_SPAN_S = 991 / SAMPLE_RATE
+FRAME_STEP = 270  # samples
+FRAME_SPAN = 991  # samples
+FRAME_STEP_S = FRAME_STEP / SAMPLE_RATE
 # The powerset classes, in pyannote's order: sets of local speakers by size, then
 # lexicographically.
 POWERSET: tuple[tuple[int, ...], ...] = tuple(
@@ -216,10 +218,10 @@ class SpeakerSegmentation:
     def __init__(self, *, threads: int | None = None, model: BundledFile | None = None) -> None:
         self._threads = threads or min(2, os.cpu_count() or 1)
         self._model = model or SEGMENTATION_MODEL
-        self._session: Any = None
+        self._session: onnxruntime.InferenceSession | None = None
         self._lock = threading.Lock()
 
-    def _get_session(self) -> Any:
+    def _get_session(self) -> onnxruntime.InferenceSession:
         if self._session is None:
             with self._lock:
                 if self._session is None:
@@ -253,7 +255,8 @@ class SpeakerSegmentation:
 __all__ = [
     "CHUNK_SAMPLES",
     "FRAMES_PER_CHUNK",
-    "FRAME_SPAN_S",
+    "FRAME_SPAN",
+    "FRAME_STEP",
     "FRAME_STEP_S",
     "POWERSET",
     "SpeakerSegmentation",

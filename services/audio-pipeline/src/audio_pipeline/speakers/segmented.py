@@ -35,7 +35,8 @@ from audio_pipeline.speakers import ClipLike, SpeakerEmbedder, Turn, relabel_tur
 from audio_pipeline.speakers.embedded import EmbeddedDiarizer
 from audio_pipeline.speakers.segmentation import (
     CHUNK_SAMPLES,
-    FRAME_SPAN_S,
+    FRAME_SPAN,
+    FRAME_STEP,
     FRAME_STEP_S,
     FRAMES_PER_CHUNK,
     SAMPLE_RATE,
@@ -44,9 +45,6 @@ from audio_pipeline.speakers.segmentation import (
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
-
-_STEP = round(FRAME_STEP_S * SAMPLE_RATE)  # 270 samples between frames
-_SPAN = round(FRAME_SPAN_S * SAMPLE_RATE)  # 991 samples seen by a frame
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +68,7 @@ def chunk_starts(n_samples: int, step: int) -> list[int]:
 
 def frame_centres(n_frames: int) -> np.ndarray:
     """Clip time (s) of the centre of each frame's receptive field."""
-    return (np.arange(n_frames) * _STEP + _SPAN / 2) / SAMPLE_RATE
+    return (np.arange(n_frames) * FRAME_STEP + FRAME_SPAN / 2) / SAMPLE_RATE
 
 
 def spans(mask: np.ndarray, duration_s: float) -> list[tuple[float, float]]:
@@ -132,8 +130,8 @@ class SegmentedDiarizer:
             piece = samples[s : s + CHUNK_SAMPLES]
             chunks[i, : len(piece)] = piece
         activity = self.segmentation.activity(chunks)  # (chunks, 589, 3)
-        offsets = [int(np.rint(s / _STEP)) for s in starts]  # a chunk's first clip frame
-        n = max(int(np.rint((len(samples) - _SPAN / 2) / _STEP)) + 1, 1)
+        offsets = [int(np.rint(s / FRAME_STEP)) for s in starts]  # a chunk's first clip frame
+        n = max(int(np.rint((len(samples) - FRAME_SPAN / 2) / FRAME_STEP)) + 1, 1)
         count = self._count(activity, offsets, n)
         speech, overlap = spans(count >= 1, duration), spans(count >= 2, duration)
         if not speech:
