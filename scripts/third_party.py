@@ -30,6 +30,7 @@ depend on the platform: the locked packages, the CUDA pins and the bundled model
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import importlib.metadata
 import json
@@ -207,6 +208,9 @@ def locked_packages() -> list[Locked]:
 def needed_by_text(item: Locked) -> str:
     labels = set(item.needed_by)
     if labels == {"dev"}:
+        images = cuda_images().get((norm(item.name), item.version))
+        if images:  # a test-only dependency here that a CUDA image also installs
+            return "dev (tests and tools); the CUDA images: " + ", ".join(images)
         return "dev only (tests and tools; not in any image)"
     shown = ["all services, cli"] if "shared" in labels else sorted(labels - {"dev"})
     return ", ".join(shown)
@@ -827,9 +831,9 @@ class CudaPin:
     images: tuple[str, ...]  # e.g. "annie-voice (amd64)"
 
 
-def cuda_pins() -> list[CudaPin]:
-    """The hashed pins the CUDA stages install that are not the same name==version in uv.lock."""
-    lock = {(n, p["version"]) for n, p in read_lock().items()}
+@functools.cache
+def cuda_images() -> dict[tuple[str, str], tuple[str, ...]]:
+    """(name, version) → the CUDA images (arch) whose hashed pins install it."""
     where: dict[tuple[str, str], set[str]] = defaultdict(set)
     for path in sorted(CUDA_DIR.glob("*-*.txt")):
         found = re.fullmatch(r"(.+)-(amd64|arm64)", path.stem)
@@ -839,9 +843,16 @@ def cuda_pins() -> list[CudaPin]:
         for name, version in re.findall(
             r"^([A-Za-z0-9._-]+)==([^\s;\\]+)", path.read_text(encoding="utf-8"), re.MULTILINE
         ):
-            if (norm(name), version) not in lock:
-                where[(norm(name), version)].add(f"{image} ({arch})")
-    return [CudaPin(n, v, tuple(sorted(where[(n, v)]))) for n, v in sorted(where)]
+            where[(norm(name), version)].add(f"{image} ({arch})")
+    return {key: tuple(sorted(images)) for key, images in where.items()}
+
+
+def cuda_pins() -> list[CudaPin]:
+    """The hashed pins the CUDA stages install that are not the same name==version in uv.lock."""
+    lock = {(n, p["version"]) for n, p in read_lock().items()}
+    return [
+        CudaPin(n, v, imgs) for (n, v), imgs in sorted(cuda_images().items()) if (n, v) not in lock
+    ]
 
 
 def cuda_licence(

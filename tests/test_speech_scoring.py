@@ -4,28 +4,14 @@ who never talks alone, and empty or silent ones, score without crashing."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
-from types import ModuleType
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scripts_harness import load_audio_scoring
 
-
-def _load() -> ModuleType:
-    # By path, under its own name: bench/answers has a scoring.py too.
-    path = Path(__file__).resolve().parents[1] / "bench" / "audio" / "scoring.py"
-    spec = importlib.util.spec_from_file_location("audio_scoring", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["audio_scoring"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-S = _load()
+S = load_audio_scoring()
 Turn = S.SpeakerTurn
 
 

@@ -3,6 +3,9 @@ scored and no collar (10 ms frames, optimal mapping; the UEM on the meeting clip
 into missed speech, false alarm and confusion; speakers found against the reference; the
 overlap found; and the seconds the diarizer took per second of audio.
 
+First, voice activity alone: Silero's regions and the segmentation model's speech against the
+reference speech (missed and false alarm), the evidence for the default VAD.
+
 Backends:
 - `embedded`: Silero VAD regions → CAM++ 1.5 s windows → clustering (one speaker at a time);
 - `segmented`: pyannote's segmentation-3.0 (ONNX) for speech, overlap and speaker count;
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -36,7 +40,9 @@ from audio_pipeline.config import Settings
 from audio_pipeline.speakers import create_embedder
 from audio_pipeline.speakers.embedded import EmbeddedDiarizer
 from audio_pipeline.speakers.segmented import SegmentedDiarizer
-from audio_pipeline.vad import create_vad
+from audio_pipeline.stt import Region
+from audio_pipeline.vad.segmentation import SegmentationVad
+from audio_pipeline.vad.silero import SileroVad
 
 
 @dataclass
@@ -52,6 +58,31 @@ def load_clips(data: Path, max_seconds: float) -> list[Clip]:
         Clip(key, decode_audio(path.read_bytes(), max_seconds=max_seconds), ref, uem)
         for key, path, ref, uem in reference_clips(data)
     ]
+
+
+def report_vad(clips: list[Clip], vads: dict[str, Callable[[AudioClip], list[Region]]]) -> None:
+    """Speech found against the reference's speech (all speakers as one): missed speech and
+    false alarm as shares of the reference speech, inside the UEM on the meeting clips. The
+    padded rows are what STT gets (Silero pads 0.2 s, the segmentation VAD SPEECH_PAD_S); the
+    unpadded segmentation row is the speech the segmented diarizer works on."""
+    table = Table(title="Voice activity: each detector's speech against the reference speech")
+    for col in ("clip", "VAD", "missed %", "false alarm %", "detection error %", "speech s (ref)"):
+        table.add_column(col, justify="left" if col in ("clip", "VAD") else "right")
+    for c in clips:
+        reference = [SpeakerTurn(t.start, t.end, "speech") for t in c.reference]
+        for name, regions in vads.items():
+            found = [SpeakerTurn(a, b, "speech") for a, b in regions(c.clip)]
+            d = diarization_error(reference, found, duration_s=c.clip.duration_s, uem=c.uem)
+            ref_s = d.reference_s or float("nan")
+            table.add_row(
+                c.key,
+                name,
+                f"{d.missed_s / ref_s * 100:.1f}",
+                f"{d.false_alarm_s / ref_s * 100:.1f}",
+                f"{(d.missed_s + d.false_alarm_s) / ref_s * 100:.1f}",
+                f"{d.reference_s - d.missed_s + d.false_alarm_s:.1f} ({d.reference_s:.1f})",
+            )
+    console.print(table)
 
 
 def main(
@@ -70,11 +101,19 @@ def main(
     settings = Settings(allow_insecure_no_token=True)
     clips = load_clips(data, settings.max_audio_seconds)
     embedder = create_embedder(settings)
-    vad = create_vad(settings)
+    vad = SileroVad()
     segmented = SegmentedDiarizer(embedder, step_s=step)
     embedded = EmbeddedDiarizer(embedder)
     for loadable in (embedder, vad, segmented, embedded):
         loadable.load()
+    report_vad(
+        clips,
+        {
+            "Silero (padded 0.2 s)": vad.regions,
+            "segmentation": lambda clip: segmented.speech(clip),
+            "segmentation (padded 0.4 s)": SegmentationVad(segmented.segmentation).regions,
+        },
+    )
 
     table = Table(title=f"DER, overlap scored, no collar (segmented: step {step} s)")
     for col in ("clip", "backend", "DER %", "missed %", "false alarm %", "confusion %"):

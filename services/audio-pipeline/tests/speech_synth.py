@@ -84,3 +84,21 @@ def speech16k(text: str, voice: str = VOICE_A) -> np.ndarray:
 
     samples, rate = speak(text, voice)
     return soxr.resample(samples, rate, 16_000).astype(np.float32)
+
+
+def talk(
+    parts: list[tuple[str, str]], gap_s: float
+) -> tuple[np.ndarray, list[tuple[str, float, float]]]:
+    """16 kHz lines one after another with `gap_s` between them (negative: overlapping, two
+    voices at once), and the reference (voice, start, end) of each line's voiced part."""
+    rate = 16000
+    pieces = [(v, speech16k(t, v)) for v, t in parts]
+    total = sum(len(p) for _, p in pieces) + int(gap_s * rate) * (len(pieces) - 1)
+    out = np.zeros(total + rate, dtype=np.float32)
+    ref, at = [], 0
+    for v, p in pieces:
+        out[at : at + len(p)] += p
+        voiced = np.flatnonzero(np.abs(p) > 0.01)
+        ref.append((v, (at + voiced[0]) / rate, (at + voiced[-1]) / rate))
+        at += len(p) + int(gap_s * rate)
+    return out, ref

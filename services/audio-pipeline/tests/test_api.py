@@ -85,6 +85,39 @@ async def test_too_long_audio_is_413(client: httpx.AsyncClient) -> None:
     assert r.status_code == 413 and "limit" in r.json()["detail"]
 
 
+async def test_hard_audio_gives_a_transcript_or_nothing_never_an_error(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    """Issue 27 item 7 through the service on the default backends (segmentation speech and
+    the segmented diarizer): silence, music, one word, 8 kHz, clipped and DC-offset audio."""
+    import soxr
+
+    rate = 16000
+    t = np.arange(6 * rate) / rate
+    chords = sum(np.sin(2 * np.pi * f * t) for f in (220.0, 277.2, 329.6, 440.0))
+    music = 0.15 * chords * (0.6 + 0.4 * np.sin(2 * np.pi * 0.5 * t))
+    line, line_rate = speak("The library closes at eight tonight.", VOICE_A)
+    word, word_rate = speak("Tomorrow.", VOICE_B)
+    narrow = soxr.resample(line, line_rate, 8000)
+    cases = {
+        "silence": (to_wav_bytes(np.zeros(3 * rate, dtype=np.float32), rate), None),
+        "music": (to_wav_bytes(music.astype(np.float32), rate), None),
+        "one word": (to_wav_bytes(word, word_rate), "tomorrow"),
+        "8 khz": (to_wav_bytes(narrow.astype(np.float32), 8000), "library"),
+        "clipped": (to_wav_bytes(np.clip(line * 20, -1, 1), line_rate), "library"),
+        "dc offset": (to_wav_bytes((line + 0.3).astype(np.float32), line_rate), "library"),
+    }
+    for k, (name, (body, expected)) in enumerate(cases.items()):
+        r = await post(client, body, session_id=f"hard-{k}")
+        assert r.status_code == 200, (name, r.text)
+        segments = r.json()["segments"]
+        if expected is not None:
+            assert expected in " ".join(s["text"] for s in segments).lower(), (name, segments)
+    silent = await post(client, cases["silence"][0], session_id="hard-silence")
+    assert silent.json()["segments"] == []
+    assert not (settings.transcripts_dir / "hard-silence.jsonl").exists()
+
+
 @pytest.mark.parametrize("session_id", ["../etc", "a/b", "a.b", "x" * 129, "", "héllo"])
 async def test_path_tricks_in_session_ids_are_refused(
     client: httpx.AsyncClient, settings: Settings, wav: bytes, session_id: str

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soxr
-from speech_synth import VOICE_A, VOICE_B, conversation, have_espeak
+from speech_synth import DIALOGUE, VOICE_A, VOICE_B, conversation, have_espeak, talk
 
 from audio_pipeline.audio import SAMPLE_RATE, AudioClip
 from audio_pipeline.config import Settings
@@ -63,6 +64,52 @@ def test_two_voices_become_two_named_speakers_with_words_and_emotions(
     TranscriptPayload.model_validate(
         {"session_id": "s1", "device_id": "d1", "session_started_at": "2026-05-08T13:56:00Z",
          "segments": [s.model_dump() for s in result.segments]}
+    )  # fmt: skip
+
+
+def test_overlapped_speech_keeps_its_main_speaker_and_records_the_other(
+    models: Models, tmp_path: Path
+) -> None:
+    """Two voices at once: each segment keeps one speaker, and the segment that was talked
+    over records who else talked and when (session time); the JSON line carries it."""
+    assert models.speech_from_diarizer  # the default: speech and turns from one pass
+    a = (VOICE_A, f"{DIALOGUE[0][1]} {DIALOGUE[2][1]}")
+    b = (VOICE_B, f"{DIALOGUE[1][1]} {DIALOGUE[3][1]}")
+    samples, ref = talk([a, b], -1.5)  # B starts 1.5 s before A has finished
+    clip = AudioClip(samples)
+    bank = EnrollmentBank(tmp_path / "enrollment")
+    result = transcribe_clip(models, clip, speakers=SessionSpeakers(bank), offset_s=10.0)
+    assert len({s.speaker for s in result.segments}) == 2
+    over = [(s, o) for s in result.segments for o in s.overlap]
+    assert over, [(s.speaker, s.start, s.end) for s in result.segments]
+    for seg, o in over:
+        assert o.speaker != seg.speaker
+        assert o.speaker in {s.speaker for s in result.segments}
+        assert seg.start - 0.001 <= o.start < o.end <= seg.end + 0.001
+    # The overlap lies where the two lines do overlap (1.5 s before A's end; 0.5 s slack).
+    a_end, b_start = ref[0][2] + 10.0, ref[1][1] + 10.0
+    assert any(o.end > b_start - 0.5 and o.start < a_end + 0.5 for _, o in over), over
+    line = json.loads(over[0][0].model_dump_json())
+    assert line["overlap"][0]["speaker"] == over[0][1].speaker
+    alone = [s for s in result.segments if not s.overlap]
+    assert all("overlap" not in json.loads(s.model_dump_json()) for s in alone)
+    # The diarizer's turns overlap there too, and come back for callers that need them.
+    assert any(x.speaker != y.speaker and x.start < y.end and y.start < x.end
+               for x in result.turns for y in result.turns)  # fmt: skip
+
+
+def test_other_vad_and_diarizer_choices_build_and_share_models(tmp_path: Path) -> None:
+    base = {"allow_insecure_no_token": True, "models_dir": tmp_path}
+    m = Models.from_settings(Settings(**base))
+    assert (m.vad.name, m.diarizer.name, m.speech_from_diarizer) == (
+        "segmentation", "segmented", True
+    )  # fmt: skip
+    assert m.vad.segmentation is m.diarizer.segmentation  # type: ignore[attr-defined]
+    m = Models.from_settings(Settings(**base, vad_backend="silero"))
+    assert (m.vad.name, m.diarizer.name, m.speech_from_diarizer) == ("silero", "segmented", False)
+    m = Models.from_settings(Settings(**base, diarization_backend="embedded"))
+    assert (m.vad.name, m.diarizer.name, m.speech_from_diarizer) == (
+        "segmentation", "embedded", False
     )  # fmt: skip
 
 

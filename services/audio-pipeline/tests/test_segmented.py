@@ -5,17 +5,37 @@ windows, two turns at once where two voices overlap; silence, short and empty cl
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import soxr
-from speech_synth import DIALOGUE, VOICE_A, VOICE_B, have_espeak, speak, speech16k, to_wav_bytes
+from speech_synth import (
+    DIALOGUE,
+    VOICE_A,
+    VOICE_B,
+    have_espeak,
+    speak,
+    speech16k,
+    talk,
+    to_wav_bytes,
+)
 
 from audio_pipeline.audio import AudioClip
 from audio_pipeline.config import Settings
-from audio_pipeline.speakers import Diarizer, Turn, create_diarizer, create_embedder
+from audio_pipeline.speakers import (
+    Diarizer,
+    Turn,
+    create_diarizer,
+    create_embedder,
+    overlap_spans,
+)
+from audio_pipeline.speakers.pyannote_backend import turns_from_output
 from audio_pipeline.speakers.segmentation import CHUNK_SAMPLES, SAMPLE_RATE
 from audio_pipeline.speakers.segmented import SegmentedDiarizer, chunk_starts, spans
+from audio_pipeline.vad import SPEECH_PAD_S, pad_regions
+from audio_pipeline.vad.segmentation import SegmentationVad
 
 pytestmark = pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
 
@@ -34,18 +54,8 @@ def diarizer() -> SegmentedDiarizer:
 def _talk(
     parts: list[tuple[str, str]], gap_s: float
 ) -> tuple[AudioClip, list[tuple[str, float, float]]]:
-    """Lines one after another with `gap_s` between them (negative: overlapping), and the
-    reference (voice, start, end) of each line's voiced part."""
-    pieces = [(v, speech16k(t, v)) for v, t in parts]
-    total = sum(len(p) for _, p in pieces) + int(gap_s * SAMPLE_RATE) * (len(pieces) - 1)
-    out = np.zeros(total + SAMPLE_RATE, dtype=np.float32)
-    ref, at = [], 0
-    for v, p in pieces:
-        out[at : at + len(p)] += p
-        voiced = np.flatnonzero(np.abs(p) > 0.01)
-        ref.append((v, (at + voiced[0]) / SAMPLE_RATE, (at + voiced[-1]) / SAMPLE_RATE))
-        at += len(p) + int(gap_s * SAMPLE_RATE)
-    return AudioClip(out), ref
+    samples, ref = talk(parts, gap_s)
+    return AudioClip(samples), ref
 
 
 def _time(turns: list[Turn], voice_of: dict[str, str], voice: str, a: float, b: float) -> float:
@@ -103,6 +113,84 @@ def test_overlapped_speech_gets_two_turns_at_once(diarizer: SegmentedDiarizer) -
         if b > a
     ]
     assert sum(b - a for a, b in both) > 0.3, result.turns
+    # The main speaker alone: never two at once, each inside one of that speaker's turns,
+    # and together covering all the speech.
+    for x, y in itertools.pairwise(result.exclusive):
+        assert x.end <= y.start, result.exclusive
+    for x in result.exclusive:
+        assert any(t.speaker == x.speaker and t.start <= x.start and x.end <= t.end
+                   for t in result.turns), x  # fmt: skip
+    covered = sum(t.end - t.start for t in result.exclusive)
+    assert covered == pytest.approx(sum(b - a for a, b in result.speech), abs=0.05)
+    # As the pipeline sees it: the same speech, turns and overlap from one pass.
+    found = diarizer.diarize_speech(clip)
+    assert (found.turns, found.speech, found.overlap) == (
+        result.turns, result.speech, result.overlap
+    )  # fmt: skip
+    assert found.timings_s.keys() == {"segmentation", "clustering"}
+
+
+class _AnnotationDouble:
+    """Test double of a pyannote.core Annotation: the one method the backend reads."""
+
+    def __init__(self, tracks: list[tuple[float, float, str]]) -> None:
+        self.tracks = tracks
+
+    def itertracks(self, yield_label: bool = False) -> Iterator[tuple[SimpleNamespace, int, str]]:
+        assert yield_label
+        for k, (a, b, label) in enumerate(self.tracks):
+            yield SimpleNamespace(start=a, end=b), k, label
+
+
+def test_the_production_pyannote_backend_gives_turns_in_the_same_form(
+    diarizer: SegmentedDiarizer,
+) -> None:
+    """Item 5: pyannote.audio's result (3.x: an annotation; 4.x: a DiarizeOutput) comes out
+    as the segmented diarizer's does: sorted turns, SPEAKER_nn by first appearance, two
+    overlapping turns where two talk; so the pipeline's overlap and main-speaker views match."""
+    a = (VOICE_A, f"{LINES[0][1]} {LINES[2][1]}")
+    b = (VOICE_B, f"{LINES[1][1]} {LINES[3][1]}")
+    clip, _ = _talk([a, b], -1.5)
+    found = diarizer.run(clip)
+    # pyannote's labels are not in order of appearance, and its tracks not in time order.
+    rename = {"SPEAKER_00": "SPEAKER_01", "SPEAKER_01": "SPEAKER_00"}
+    tracks = [(t.start, t.end, rename.get(t.speaker, t.speaker)) for t in found.turns][::-1]
+    speech = [(0.0, clip.duration_s)]
+    v3 = turns_from_output(_AnnotationDouble(tracks), clip.duration_s, speech)
+    v4 = turns_from_output(
+        SimpleNamespace(
+            speaker_diarization=_AnnotationDouble(tracks),
+            exclusive_speaker_diarization=_AnnotationDouble([]),
+        ),
+        clip.duration_s,
+        speech,
+    )
+    assert v3 == v4 == found.turns
+    assert overlap_spans(v3) == overlap_spans(found.turns) and overlap_spans(v3)
+    # Turns outside the speech regions are dropped; ends are clipped to the clip.
+    late = [(0.5, 1.0, "SPEAKER_07"), (clip.duration_s - 0.2, clip.duration_s + 5, "SPEAKER_03")]
+    got = turns_from_output(_AnnotationDouble(late), clip.duration_s, [(clip.duration_s - 1, 99)])
+    assert got == [Turn(round(clip.duration_s - 0.2, 3), round(clip.duration_s, 3), "SPEAKER_00")]
+
+
+def test_the_segmentation_vad_finds_the_speech_the_diarizer_finds(
+    diarizer: SegmentedDiarizer,
+) -> None:
+    clip, ref = _talk([(VOICE_A, LINES[0][1]), (VOICE_B, LINES[1][1])], 1.0)
+    vad = SegmentationVad(diarizer.segmentation)
+    regions = vad.regions(clip)
+    speech = diarizer.run(clip).speech
+    assert regions == pad_regions(speech, clip.duration_s)  # padded as Silero pads
+    for a, b in speech:  # each stretch of speech lies inside a region, padded on both sides
+        assert any(
+            x <= max(0.0, a - SPEECH_PAD_S) + 1e-9
+            and min(clip.duration_s, b + SPEECH_PAD_S) <= y + 1e-9
+            for x, y in regions
+        ), (speech, regions)
+    for _, a, b in ref:  # each line's voiced part is mostly inside the speech found
+        inside = sum(max(0.0, min(b, y) - max(a, x)) for x, y in regions)
+        assert inside > 0.8 * (b - a), (regions, ref)
+    assert vad.regions(AudioClip(np.zeros(3 * SAMPLE_RATE, dtype=np.float32))) == []
 
 
 def test_silence_short_and_empty_clips(diarizer: SegmentedDiarizer) -> None:

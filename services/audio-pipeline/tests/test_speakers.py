@@ -8,6 +8,9 @@ import itertools
 import numpy as np
 import pytest
 import soxr
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from speech_synth import DIALOGUE, VOICE_A, VOICE_B, conversation, have_espeak, speak, speech16k
 
 from audio_pipeline import backends
@@ -21,6 +24,8 @@ from audio_pipeline.speakers import (
     Turn,
     create_diarizer,
     create_embedder,
+    exclusive_turns,
+    overlap_spans,
     relabel_turns,
     speaker_embeddings,
 )
@@ -40,6 +45,7 @@ from audio_pipeline.speakers.onnx_embedder import (
     log_mel,
 )
 from audio_pipeline.speakers.pyannote_backend import PyannoteDiarizer
+from audio_pipeline.speakers.segmented import SegmentedDiarizer
 
 pytestmark = pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
 
@@ -74,7 +80,8 @@ def vf_embedder() -> OnnxSpeakerEmbedder:
 
 @pytest.fixture(scope="module")
 def diarizer(settings, embedder) -> EmbeddedDiarizer:
-    d = create_diarizer(settings, embedder=embedder)
+    embedded = settings.model_copy(update={"diarization_backend": "embedded"})
+    d = create_diarizer(embedded, embedder=embedder)
     assert isinstance(d, EmbeddedDiarizer) and isinstance(d, Diarizer)
     assert d.clustering == embedder.clustering  # the embedder's own clustering defaults
     return d
@@ -84,9 +91,9 @@ def test_the_default_embedder_is_campplus_with_its_own_clustering() -> None:
     settings = Settings(allow_insecure_no_token=True)
     e = create_embedder(settings)
     assert settings.speaker_embedder == "campplus" and isinstance(e, CamPlusPlusEmbedder)
-    d = create_diarizer(settings)
-    assert isinstance(d, EmbeddedDiarizer) and isinstance(d.embedder, CamPlusPlusEmbedder)
-    assert d.clustering == CAMPPLUS_CLUSTERING != ClusteringParams()
+    d = create_diarizer(settings)  # the segmented diarizer, clustering CAM++ windows
+    assert isinstance(d, SegmentedDiarizer) and isinstance(d.embedder, CamPlusPlusEmbedder)
+    assert d.windows.clustering == CAMPPLUS_CLUSTERING != ClusteringParams()
     vf = create_embedder(settings.model_copy(update={"speaker_embedder": "voicefilter"}))
     assert isinstance(vf, OnnxSpeakerEmbedder) and vf.clustering == ClusteringParams()
 
@@ -360,6 +367,49 @@ def test_a_known_speaker_count_replaces_the_threshold() -> None:
     assert cluster_embeddings(x[:1], ClusteringParams(num_speakers=3)).tolist() == [0]
     with pytest.raises(ValueError, match="num_speakers"):
         ClusteringParams(num_speakers=0)
+
+
+_turns = st.lists(
+    st.builds(
+        lambda a, d, s: Turn(a / 10, (a + d) / 10, f"S{s}"),
+        st.integers(0, 100),
+        st.integers(1, 40),
+        st.integers(0, 3),
+    ),
+    max_size=8,
+)
+
+
+def _active(turns: list[Turn], at: float) -> set[str]:
+    return {t.speaker for t in turns if t.start <= at < t.end}
+
+
+@given(_turns)
+@hsettings(max_examples=200, deadline=None)
+def test_overlap_and_exclusive_views_of_any_turns(turns: list[Turn]) -> None:
+    """Every diarizer's turns give the pipeline the same two views: where two or more talk
+    (overlap_spans), and one speaker at a time (exclusive_turns), sampled on a 50 ms grid."""
+    overlap = overlap_spans(turns)
+    exclusive = exclusive_turns(turns)
+    for x, y in itertools.pairwise(overlap):
+        assert x[1] < y[0]
+    for x, y in itertools.pairwise(exclusive):
+        assert x.end <= y.start and (x.end < y.start or x.speaker != y.speaker)
+    for k in range(0, 150):
+        at = k / 20 + 0.025
+        talking = _active(turns, at)
+        assert (len(talking) >= 2) == any(a <= at < b for a, b in overlap), (at, overlap)
+        alone = _active(exclusive, at)
+        assert len(alone) == (1 if talking else 0)
+        assert alone <= talking
+
+
+def test_in_overlap_the_speaker_already_talking_keeps_the_floor() -> None:
+    turns = [Turn(0.0, 5.0, "A"), Turn(4.0, 8.0, "B"), Turn(6.0, 7.0, "C")]
+    assert overlap_spans(turns) == [(4.0, 5.0), (6.0, 7.0)]
+    assert exclusive_turns(turns) == [Turn(0.0, 5.0, "A"), Turn(5.0, 8.0, "B")]
+    assert overlap_spans([Turn(0, 1, "A"), Turn(1, 2, "B")]) == []  # touching is not overlap
+    assert overlap_spans([]) == [] and exclusive_turns([]) == []
 
 
 def test_relabel_turns_orders_speakers_by_first_appearance() -> None:

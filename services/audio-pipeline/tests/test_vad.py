@@ -9,16 +9,19 @@ from audio_pipeline.audio import SAMPLE_RATE, AudioClip, decode_audio
 from audio_pipeline.backends import BackendUnavailableError
 from audio_pipeline.bundled import ModelIntegrityError
 from audio_pipeline.config import Settings
-from audio_pipeline.vad import VoiceActivity, create_vad
+from audio_pipeline.vad import SPEECH_PAD_S, VoiceActivity, create_vad
+from audio_pipeline.vad.segmentation import SegmentationVad
 from audio_pipeline.vad.silero import SileroVad
 
 pytestmark = pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
 
 
-@pytest.fixture(scope="module")
-def vad() -> SileroVad:
-    backend = create_vad(Settings(allow_insecure_no_token=True))
-    assert isinstance(backend, SileroVad) and isinstance(backend, VoiceActivity)
+@pytest.fixture(scope="module", params=["segmentation", "silero"])
+def vad(request: pytest.FixtureRequest) -> VoiceActivity:
+    """Both embedded backends: the segmentation model (the default) and Silero."""
+    backend = create_vad(Settings(allow_insecure_no_token=True, vad_backend=request.param))
+    kind = SegmentationVad if request.param == "segmentation" else SileroVad
+    assert isinstance(backend, kind) and isinstance(backend, VoiceActivity)
     backend.load()
     return backend
 
@@ -43,9 +46,11 @@ def test_speech_silence_speech_gives_two_regions_at_the_right_times(vad) -> None
 
     regions = vad.regions(clip)
     assert len(regions) == 2, regions
+    # Each backend pads its regions (Silero 0.2 s, the segmentation VAD SPEECH_PAD_S).
+    slack = 0.15 + (SPEECH_PAD_S if isinstance(vad, SegmentationVad) else 0.2)
     for (start, end), (want_start, want_end) in zip(regions, expected, strict=True):
-        assert start == pytest.approx(want_start, abs=0.35)
-        assert end == pytest.approx(want_end, abs=0.35)
+        assert start == pytest.approx(want_start, abs=slack)
+        assert end == pytest.approx(want_end, abs=slack)
     assert 0 <= regions[0][0] < regions[0][1] < regions[1][0] < regions[1][1] <= clip.duration_s
 
 

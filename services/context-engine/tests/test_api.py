@@ -22,7 +22,7 @@ from context_engine.extract.fast import VERSION as FAST_VERSION
 from context_engine.models import Entity, EntityMention
 from her_os_shared.ids import InvalidIdError
 from her_os_shared.jsonl import append_records
-from her_os_shared.transcript import Segment, TranscriptPayload
+from her_os_shared.transcript import Overlap, Segment, TranscriptPayload
 
 T0 = datetime(2025, 6, 1, 10, 0, tzinfo=UTC)  # long past: sessions are finalised at once
 WRONG_TOKEN = "w" * 32
@@ -632,6 +632,7 @@ async def test_session_detail(engine: Engine, settings: Settings) -> None:
         "language": None,
         "stt_engine": "test",
         "emotion": None,
+        "overlap": [],
         "pinned": False,
         "is_sweep": False,
         "replaced_by": None,
@@ -666,6 +667,27 @@ async def test_session_detail(engine: Engine, settings: Settings) -> None:
     assert stage["attempts"] >= 1 and stage["last_error"] is None
     assert stage["completed_at"] is not None
     assert datetime.fromisoformat(final["ended_at"]) == T0 + timedelta(seconds=23)
+
+
+async def test_session_detail_shows_each_segments_overlap(
+    engine: Engine, settings: Settings
+) -> None:
+    voices = [Overlap(speaker="bob", start=1.5, end=2.0), Overlap(speaker="carol", start=2, end=3)]
+    talked_over = seg("said", "I was saying", 1, 3).model_copy(update={"overlap": voices})
+    write(settings, "ov1", talked_over, seg("quiet", "nobody else spoke", 5))
+    await ingest(engine, "ov1")
+    body = (await engine.get("/v1/sessions/ov1")).json()
+    shown = {s["segment_id"]: s["overlap"] for s in body["segments"]}
+    assert shown == {
+        "said": [
+            {"speaker": "bob", "start": 1.5, "end": 2.0},
+            {"speaker": "carol", "start": 2.0, "end": 3.0},
+        ],
+        "quiet": [],
+    }
+    # The OpenAPI schema says so (schemathesis checks answers against it).
+    segment = engine.app.openapi()["components"]["schemas"]["SegmentOut"]
+    assert "overlap" in segment["required"] and segment["properties"]["overlap"]["description"]
 
 
 # --- /v1/entities ---

@@ -28,6 +28,8 @@ from residue import assert_no_residue, residue
 from context_engine.config import Settings
 from context_engine.vectors.base import point_id
 from context_engine.voices import VoiceBank
+from her_os_shared.jsonl import append_records
+from her_os_shared.transcript import Overlap, Segment, TranscriptPayload
 
 pytestmark = pytest.mark.platform
 
@@ -210,6 +212,50 @@ async def test_a_store_that_is_down_is_reported_and_retried(
     assert pipeline.enrolled == set()
     assert "Meera" not in json.dumps(view)  # the request's path named her; the view does not
     await assert_no_residue(engine.runtime, ["Meera"])
+
+
+async def test_a_forgotten_person_leaves_the_overlap_of_segments_that_stay(
+    engine: Engine, settings: Settings
+) -> None:
+    """Zanele spoke no segment of her own: she only talked over Asha and Ravi (the
+    diarizer's overlap). Forgetting her takes those entries out of the file and the rows;
+    the segments, and the other voices in them, stay."""
+    said = [
+        ("fo-1-0", "Asha", "The tea is ready at four.", 0.0,
+         [Overlap(speaker="Zanele", start=0.5, end=1.0), Overlap(speaker="Ravi", start=1, end=2)]),
+        ("fo-1-1", "Ravi", "Lovely, thank you.", 5.0,
+         [Overlap(speaker="zanele m.", start=5.2, end=5.6)]),
+        ("fo-1-2", "Asha", "Biscuits too.", 10.0, []),
+    ]  # fmt: skip
+    segments = [
+        Segment(segment_id=g, speaker=who, text=words, start=at, end=at + 4, stt_engine="test",
+                overlap=voices)
+        for g, who, words, at, voices in said
+    ]  # fmt: skip
+    payload = TranscriptPayload(
+        session_id="fo-1", device_id="dev1", session_started_at=DAY, segments=segments
+    )
+    path = append_records(settings.transcripts_dir, "fo-1", [payload])
+    await ingest(engine, "fo-1")
+
+    r = await engine.client.post("/v1/forget", json={"person": "Zanele"}, headers=HEADERS)
+    assert r.status_code == 200, r.text
+    stores = r.json()["stores"]
+    assert (stores["jsonl"]["segments"], stores["jsonl"]["overlaps"]) == (0, 2)
+    assert (stores["postgres"]["segments"], stores["postgres"]["overlaps"]) == (0, 2)
+
+    # The rewritten line still keeps the contract (an emptied overlap is left out).
+    [line] = path.read_bytes().splitlines()
+    kept = TranscriptPayload.model_validate_json(line)
+    assert [s.overlap for s in kept.segments] == [[Overlap(speaker="Ravi", start=1, end=2)], [], []]
+    assert b'"overlap"' not in line.split(b"fo-1-1")[1]
+    body = (await engine.get("/v1/sessions/fo-1")).json()
+    assert {s["segment_id"]: s["overlap"] for s in body["segments"]} == {
+        "fo-1-0": [{"speaker": "Ravi", "start": 1.0, "end": 2.0}],
+        "fo-1-1": [],
+        "fo-1-2": [],
+    }
+    await assert_no_residue(engine.runtime, ["Zanele"])
 
 
 class AudioPipelineDouble:

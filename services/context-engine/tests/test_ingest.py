@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from context_engine.ingest import Ingestor
 from her_os_shared.jsonl import append_records, encode_line
-from her_os_shared.transcript import Segment, TranscriptPayload
+from her_os_shared.transcript import Overlap, Segment, TranscriptPayload
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -133,6 +133,28 @@ async def test_fast_path_latest_write_wins(
     await ingestor.ingest_file(path)
     found = await rows(db)
     assert found["a"]["text"] == "final words" and found["a"]["end_s"] == 2
+
+
+async def test_overlap_is_stored_as_written_and_null_when_nobody_talked_over(
+    ingestor: Ingestor, db: AsyncEngine, transcripts: Path
+) -> None:
+    over = seg("a", 0, 2, "I was saying").model_copy(
+        update={"overlap": [Overlap(speaker="B", start=0.5, end=1.25)]}
+    )
+    path = append_records(transcripts, "s1", [payload(over, seg("b", 2, 3))])
+    await ingestor.ingest_file(path)
+    stored = await overlaps(db)
+    assert stored == {"a": [{"speaker": "B", "start": 0.5, "end": 1.25}], "b": None}
+    # The latest write wins for the overlap too: a rewrite without it leaves NULL.
+    append_records(transcripts, "s1", [payload(seg("a", 0, 2, "I was saying"))])
+    await ingestor.ingest_file(path)
+    assert await overlaps(db) == {"a": None, "b": None}
+
+
+async def overlaps(db: AsyncEngine) -> dict[str, object]:
+    async with db.connect() as conn:
+        result = await conn.execute(text("SELECT segment_id, overlap FROM segments"))
+        return {r.segment_id: r.overlap for r in result}
 
 
 async def test_pinned_segments_are_never_replaced(

@@ -148,6 +148,19 @@ def test_design_payload_parses_and_serialises_every_field() -> None:
     assert isinstance(p.session_started_at, datetime)
 
 
+def test_overlapped_speech_is_written_only_where_there_is_some() -> None:
+    """ADR 0025: a segment records who else talked during it; segments without overlap are
+    written in the design's format, without the field."""
+    overlap = [{"speaker": "priya", "start": 0.4, "end": 0.9}]
+    p = TranscriptPayload.model_validate(_payload(seg_overlap=overlap))
+    dumped = json.loads(p.model_dump_json())
+    assert dumped["segments"][0]["overlap"] == overlap
+    assert TranscriptPayload.model_validate_json(p.model_dump_json()) == p
+    plain = json.loads(TranscriptPayload.model_validate(_payload()).model_dump_json())
+    assert "overlap" not in plain["segments"][0]
+    assert TranscriptPayload.model_validate(_payload(seg_overlap=[])).segments[0].overlap == []
+
+
 @pytest.mark.parametrize(
     ("over", "expected"),
     [
@@ -160,6 +173,15 @@ def test_design_payload_parses_and_serialises_every_field() -> None:
         ({"session_started_at": "2026-05-08T13:56:00"}, "session_started_at: Input should have"),
         ({"seg_language": "english language"}, "segments.0.language: String should match"),
         ({"extra": 1}, "extra: Extra inputs are not permitted"),
+        (
+            {"seg_overlap": [{"speaker": "priya", "start": 0.8, "end": 0.2}]},
+            "segments.0.overlap.0: end (0.2) must not be before start (0.8)",
+        ),
+        ({"seg_overlap": [{"speaker": "", "start": 0, "end": 1}]}, "segments.0.overlap.0.speaker"),
+        (
+            {"seg_overlap": [{"speaker": "a", "start": 0, "end": 1}] * 65},
+            "segments.0.overlap: List",
+        ),
     ],
 )
 def test_payload_errors_name_the_field_and_the_reason(over: dict, expected: str) -> None:

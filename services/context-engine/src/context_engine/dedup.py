@@ -27,6 +27,7 @@ from her_os_shared.transcript import TranscriptPayload
 _SEGMENT_COLUMNS = (
     "speaker", "text", "start_s", "end_s", "spoken_at", "language", "stt_engine",
     "emotion_label", "emotion_score", "emotion_engine", "pinned", "is_sweep", "source_offset",
+    "overlap",
 )  # fmt: skip
 
 
@@ -78,6 +79,8 @@ def collect(payloads: Iterable[tuple[int, TranscriptPayload]], generation: int) 
                 "pinned": seg.pinned,
                 "is_sweep": p.is_sweep,
                 "source_offset": offset,
+                # NULL when nobody talked over it (the JSONL line leaves the field out then)
+                "overlap": [o.model_dump() for o in seg.overlap] or None,
                 "generation": generation,
             }
     assert started is not None, "collect() needs at least one payload"

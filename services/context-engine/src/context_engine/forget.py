@@ -5,11 +5,12 @@ mention goes, entity ids, segments the extractor tied to those entities) and sto
 `forget_requests`; then each store is brought in line, in this order, each step idempotent:
 
 1. the transcript JSONL files (the source of truth): rewritten under the appenders' flock
-   without the matching segments, or removed when nothing is left — first, so nothing derived
-   can ever be re-ingested from them;
-2. PostgreSQL, one transaction: segments, mentions, relations, entities (and those left with
-   no mention at all), contradictions, fulfilments, reflections, communities, sessions, offsets,
-   stage rows, queued jobs of removed sessions;
+   without the matching segments (and without the target's voice in the `overlap` of the
+   segments that stay), or removed when nothing is left — first, so nothing derived can ever
+   be re-ingested from them;
+2. PostgreSQL, one transaction: segments (and overlap entries naming the target), mentions,
+   relations, entities (and those left with no mention at all), contradictions, fulfilments,
+   reflections, communities, sessions, offsets, stage rows, queued jobs of removed sessions;
 3. the keyword index (re-read from PostgreSQL for the sessions touched);
 4. the vectors: every point of every touched session in every space (the followers of a
    removed segment were embedded with it as context), re-embedded by their job;
@@ -138,6 +139,7 @@ class _SegmentFilter:
 
     target: Target
     removed: int = 0
+    overlaps: int = 0  # entries of `overlap` (another voice) taken out of kept segments
 
     def __post_init__(self) -> None:
         self.names = self.target.name_re()
@@ -150,6 +152,28 @@ class _SegmentFilter:
         if canonical_name(str(seg.get("speaker") or "")) in self.speakers:
             return True
         return self.names is not None and bool(self.names.search(str(seg.get("text") or "")))
+
+    def voice_goes(self, speaker: str) -> bool:
+        """An overlapping voice named by the target (its name, or a name that says it)."""
+        if canonical_name(speaker) in self.speakers:
+            return True
+        return self.names is not None and bool(self.names.search(speaker))
+
+    def trim_overlap(self, seg: Any) -> Any:
+        """The segment without the overlap entries naming the target (the same dict when none
+        does); the field is left out when nothing is left, as the contract writes it."""
+        if not isinstance(seg, dict) or not isinstance(seg.get("overlap"), list):
+            return seg
+        voices = seg["overlap"]
+        left = [
+            o
+            for o in voices
+            if not self.voice_goes(str(o.get("speaker") or "") if isinstance(o, dict) else str(o))
+        ]
+        if len(left) == len(voices):
+            return seg
+        self.overlaps += len(voices) - len(left)
+        return {k: left if k == "overlap" else v for k, v in seg.items() if k != "overlap" or left}
 
     def transform(self, session_id: str) -> Callable[[bytes], bytes | None]:
         def rewrite(old: bytes) -> bytes | None:
@@ -164,9 +188,13 @@ class _SegmentFilter:
                     if self.names is None or not self.names.search(raw):
                         out.append(line)
                     continue
-                kept = [s for s in segments if not self.segment_goes(session_id, s)]
+                kept = [
+                    self.trim_overlap(s) for s in segments if not self.segment_goes(session_id, s)
+                ]
                 self.removed += len(segments) - len(kept)
-                if len(kept) == len(segments):
+                if len(kept) == len(segments) and all(
+                    k is s for k, s in zip(kept, segments, strict=True)
+                ):
                     out.append(line)
                 elif kept:
                     payload["segments"] = kept
@@ -198,6 +226,36 @@ _DOOMED = text(
 
 def _sql(body: str) -> Any:
     return text(body)
+
+
+def _voice_match(col: str) -> str:
+    """An overlap entry's speaker named by the target: its canonical name, or a word-bounded
+    mention of a name (as `voice_goes` decides for the JSONL files)."""
+    return (
+        f"(lower({col}) = ANY(CAST(:speakers AS text[])) OR "
+        f"(CAST(:names_re AS text) IS NOT NULL AND {col} ~* CAST(:names_re AS text)))"
+    )
+
+
+# Segments that stay keep their overlap without the voices of the target (NULL when none is
+# left); returns how many entries each lost.
+_TRIM_OVERLAP = _sql(
+    f"""
+    WITH trimmed AS (
+        SELECT g.session_id, g.segment_id,
+               (SELECT jsonb_agg(o.value ORDER BY o.ordinality)
+                FROM jsonb_array_elements(g.overlap) WITH ORDINALITY o
+                WHERE NOT {_voice_match("coalesce(o.value->>'speaker', '')")}) AS kept,
+               (SELECT count(*) FROM jsonb_array_elements(g.overlap) o
+                WHERE {_voice_match("coalesce(o.value->>'speaker', '')")}) AS dropped
+        FROM segments g
+        WHERE g.overlap IS NOT NULL AND jsonb_typeof(g.overlap) = 'array'
+    )
+    UPDATE segments g SET overlap = t.kept FROM trimmed t
+    WHERE g.session_id = t.session_id AND g.segment_id = t.segment_id AND t.dropped > 0
+    RETURNING t.dropped
+    """  # noqa: S608 (constant SQL, values bound)
+)
 
 
 _PG_STATEMENTS: list[tuple[str, Any]] = [
@@ -532,6 +590,7 @@ class Forgetter:
             "files_removed": len(removed),
             "files_rewritten": len(target.touched),
             "segments": flt.removed,
+            "overlaps": flt.overlaps,
         }
 
     async def _postgres(self, target: Target) -> dict[str, Any]:
@@ -572,6 +631,10 @@ class Forgetter:
                 {**params, "k_sid": [k[0] for k in keys], "k_gid": [k[1] for k in keys]},
             )
             counts["segments"] = deleted.rowcount
+            counts["overlaps"] = 0
+            if target.names:
+                trimmed = (await conn.execute(_TRIM_OVERLAP, params)).scalars()
+                counts["overlaps"] = int(sum(trimmed))
             for name, stmt in _PG_STATEMENTS:
                 result = await conn.execute(stmt, params)
                 if not name.startswith("_"):

@@ -76,6 +76,9 @@ class Segment(Base):
     emotion_engine: Mapped[str | None] = mapped_column(Text)
     pinned: Mapped[bool] = mapped_column(Boolean, server_default="false")
     is_sweep: Mapped[bool] = mapped_column(Boolean, server_default="false")
+    # Other voices that talked during the segment: a list of {speaker, start, end} (seconds
+    # from session start), or NULL when nobody did (the transcript's `overlap`, ADR 0025).
+    overlap: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONB)
     # Set when a sweep segment replaced this fast-path one: kept for history, never searched.
     replaced_by: Mapped[str | None] = mapped_column(Text)
     # Byte offset of the JSONL line this version came from (provenance).

@@ -309,6 +309,14 @@ class Emotion(BaseModel):
     engine: str | None
 
 
+class SegmentOverlap(BaseModel):
+    """Another voice that talked during a segment (the transcript's `overlap`, ADR 0025)."""
+
+    speaker: str
+    start: float  # seconds from session start
+    end: float
+
+
 class SegmentOut(BaseModel):
     segment_id: str
     speaker: str
@@ -319,6 +327,10 @@ class SegmentOut(BaseModel):
     language: str | None
     stt_engine: str
     emotion: Emotion | None
+    overlap: list[SegmentOverlap] = Field(
+        description="other voices that talked during the segment, each with when (seconds "
+        "from session start, within the segment); empty when nobody did"
+    )
     pinned: bool
     is_sweep: bool
     replaced_by: str | None

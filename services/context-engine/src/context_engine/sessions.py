@@ -185,6 +185,7 @@ def segment_dict(s: Any) -> dict[str, Any]:
         "language": s.language,
         "stt_engine": s.stt_engine,
         "emotion": emotion,
+        "overlap": list(s.overlap or []),
         "pinned": s.pinned,
         "is_sweep": s.is_sweep,
         "replaced_by": s.replaced_by,

@@ -51,6 +51,32 @@ class Emotion(_Contract):
     engine: str | None = Field(default=None, min_length=1, max_length=64)
 
 
+MAX_OVERLAPS_PER_SEGMENT = 64
+
+
+class Overlap(_Contract):
+    """Another voice talking at the same time as a segment's speaker (seconds from session
+    start, within the segment)."""
+
+    speaker: str = Field(min_length=1, max_length=128)
+    start: float = Field(ge=0.0)
+    end: float = Field(ge=0.0)
+
+    _speaker_is_unicode = field_validator("speaker", mode="before")(_reject_lone_surrogates)
+
+    @model_validator(mode="after")
+    def _end_after_start(self) -> Overlap:
+        _check_span(self.start, self.end)
+        return self
+
+
+def _check_span(start: float, end: float) -> None:
+    if end < start:
+        raise ValueError(f"end ({end}) must not be before start ({start})")
+    if not (math.isfinite(start) and math.isfinite(end)):
+        raise ValueError("start and end must be finite")
+
+
 class Segment(_Contract):
     """One stretch of speech by one speaker. Times are seconds from session start."""
 
@@ -65,15 +91,17 @@ class Segment(_Contract):
     stt_engine: str = Field(min_length=1, max_length=64)
     emotion: Emotion | None = None
     pinned: bool = False
+    # Overlapped speech: who else talked during the segment, and when (ADR 0025). Left out
+    # of the JSON line when nobody did, so such lines keep the design's format.
+    overlap: list[Overlap] = Field(
+        default_factory=list, max_length=MAX_OVERLAPS_PER_SEGMENT, exclude_if=lambda v: not v
+    )
 
     _text_is_unicode = field_validator("text", "speaker", mode="before")(_reject_lone_surrogates)
 
     @model_validator(mode="after")
     def _end_after_start(self) -> Segment:
-        if self.end < self.start:
-            raise ValueError(f"end ({self.end}) must not be before start ({self.start})")
-        if not (math.isfinite(self.start) and math.isfinite(self.end)):
-            raise ValueError("start and end must be finite")
+        _check_span(self.start, self.end)
         return self
 
 

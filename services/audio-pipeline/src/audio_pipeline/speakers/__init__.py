@@ -17,14 +17,16 @@ speaker's speech for matching.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
 if TYPE_CHECKING:
     from audio_pipeline.config import Settings
+    from audio_pipeline.speakers.segmentation import SpeakerSegmentation
 
 
 class ClipLike(Protocol):
@@ -85,6 +87,76 @@ class Diarizer(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class SpeechDiarization:
+    """Who talks when, from a diarizer that finds the speech itself."""
+
+    turns: list[Turn]  # sorted by start; overlapping where two people talk at once
+    exclusive: list[Turn]  # one speaker at a time: the main speaker where two talk
+    speech: list[tuple[float, float]]  # where anyone talks (replaces the VAD's regions)
+    overlap: list[tuple[float, float]]  # where two or more talk at once
+    # stage → seconds; "segmentation" is the speech finding (reported as the VAD's time)
+    timings_s: dict[str, float] = field(default_factory=dict)
+
+
+@runtime_checkable
+class SpeechDiarizer(Diarizer, Protocol):
+    """A diarizer that finds speech itself (segmented): one pass gives speech and turns."""
+
+    def diarize_speech(self, clip: ClipLike) -> SpeechDiarization: ...
+
+
+def _merged_by_speaker(turns: Sequence[Turn]) -> list[Turn]:
+    """Each speaker's turns with their own overlaps and touching ends merged."""
+    out: list[Turn] = []
+    for speaker in sorted({t.speaker for t in turns}):
+        mine = sorted((t for t in turns if t.speaker == speaker), key=lambda t: t.start)
+        merged = [mine[0]]
+        for t in mine[1:]:
+            if t.start <= merged[-1].end:
+                merged[-1] = Turn(merged[-1].start, max(merged[-1].end, t.end), speaker)
+            else:
+                merged.append(t)
+        out += merged
+    return out
+
+
+def overlap_spans(turns: Sequence[Turn]) -> list[tuple[float, float]]:
+    """Where two or more speakers' turns overlap (a diarizer's turns in one form, whichever
+    backend made them)."""
+    merged = _merged_by_speaker(turns)
+    edges = sorted([(t.start, 1) for t in merged] + [(t.end, -1) for t in merged])
+    out: list[tuple[float, float]] = []
+    active, since = 0, 0.0
+    for at, step in edges:
+        if active >= 2 and step < 0 and active + step < 2 and at > since:
+            if out and out[-1][1] >= since:
+                out[-1] = (out[-1][0], at)
+            else:
+                out.append((since, at))
+        if active < 2 <= active + step:
+            since = at
+        active += step
+    return out
+
+
+def exclusive_turns(turns: Sequence[Turn]) -> list[Turn]:
+    """One speaker at a time: where turns overlap, the speaker who was talking first keeps
+    the floor (for diarizers that do not say who the main speaker is)."""
+    cuts = sorted({t.start for t in turns} | {t.end for t in turns})
+    out: list[Turn] = []
+    for a, b in itertools.pairwise(cuts):
+        active = [t for t in turns if t.start <= a and t.end >= b]
+        if not active:
+            continue
+        who = min(active, key=lambda t: (t.start, t.speaker)).speaker
+        if out and out[-1].speaker == who and out[-1].end >= a:
+            out[-1] = Turn(out[-1].start, b, who)
+        else:
+            out.append(Turn(a, b, who))
+    return out
+
+
 def speaker_label(index: int) -> str:
     return f"SPEAKER_{index:02d}"
 
@@ -136,11 +208,17 @@ def create_embedder(settings: Settings) -> SpeakerEmbedder:
     return CamPlusPlusEmbedder(threads=threads)
 
 
-def create_diarizer(settings: Settings, *, embedder: SpeakerEmbedder | None = None) -> Diarizer:
+def create_diarizer(
+    settings: Settings,
+    *,
+    embedder: SpeakerEmbedder | None = None,
+    segmentation: SpeakerSegmentation | None = None,
+) -> Diarizer:
     """The configured backend, not yet loaded (call `load()` at startup).
 
-    `embedder` (embedded backend only) lets the diarizer share one ONNX session with
-    speaker identification; without it the configured one is made.
+    `embedder` (embedded and segmented backends) lets the diarizer share one ONNX session
+    with speaker identification; without it the configured one is made. `segmentation`
+    (segmented backend) shares the segmentation model with the segmentation VAD.
     """
     if settings.diarization_backend == "pyannote":
         from audio_pipeline.speakers.pyannote_backend import PyannoteDiarizer
@@ -150,7 +228,7 @@ def create_diarizer(settings: Settings, *, embedder: SpeakerEmbedder | None = No
     if settings.diarization_backend == "segmented":
         from audio_pipeline.speakers.segmented import SegmentedDiarizer
 
-        return SegmentedDiarizer(embedder or create_embedder(settings))
+        return SegmentedDiarizer(embedder or create_embedder(settings), segmentation=segmentation)
     from audio_pipeline.speakers.embedded import EmbeddedDiarizer
 
     return EmbeddedDiarizer(embedder or create_embedder(settings))
@@ -160,9 +238,13 @@ __all__ = [
     "ClipLike",
     "Diarizer",
     "SpeakerEmbedder",
+    "SpeechDiarization",
+    "SpeechDiarizer",
     "Turn",
     "create_diarizer",
     "create_embedder",
+    "exclusive_turns",
+    "overlap_spans",
     "relabel_turns",
     "speaker_embeddings",
     "speaker_label",

@@ -60,16 +60,22 @@ class PyannoteDiarizer:
 
             waveform = torch.from_numpy(clip.samples).unsqueeze(0)
             output = pipeline({"waveform": waveform, "sample_rate": clip.sample_rate})
-        # pyannote.audio 4 returns a DiarizeOutput whose exclusive view has one speaker at a
-        # time; 3.x returns the annotation itself, where overlapped speech overlaps.
-        annotation = getattr(output, "exclusive_speaker_diarization", None)
-        if annotation is None:
-            annotation = getattr(output, "speaker_diarization", output)
-        duration = clip.samples.size / clip.sample_rate
-        turns = []
-        for segment, _, label in annotation.itertracks(yield_label=True):
-            start, end = float(segment.start), min(float(segment.end), duration)
-            if end > start and any(a < end and start < b for a, b in regions):
-                turns.append(Turn(round(start, 3), round(end, 3), str(label)))
-        # pyannote's own SPEAKER_nn are not in order of appearance; make them so.
-        return relabel_turns(turns)
+        return turns_from_output(output, clip.samples.size / clip.sample_rate, regions)
+
+
+def turns_from_output(
+    output: Any, duration_s: float, regions: Sequence[tuple[float, float]]
+) -> list[Turn]:
+    """pyannote's result as the embedded diarizers give theirs: turns sorted by start,
+    SPEAKER_nn in order of first appearance, overlapped speech as overlapping turns; turns
+    entirely outside the speech `regions` dropped."""
+    # pyannote.audio 4 returns a DiarizeOutput (speaker_diarization, with overlapped speech
+    # as overlapping turns, like the segmented diarizer's); 3.x the annotation itself.
+    annotation = getattr(output, "speaker_diarization", output)
+    turns = []
+    for segment, _, label in annotation.itertracks(yield_label=True):
+        start, end = float(segment.start), min(float(segment.end), duration_s)
+        if end > start and any(a < end and start < b for a, b in regions):
+            turns.append(Turn(round(start, 3), round(end, 3), str(label)))
+    # pyannote's own SPEAKER_nn are not in order of appearance; make them so.
+    return relabel_turns(turns)

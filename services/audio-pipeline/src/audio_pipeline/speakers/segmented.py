@@ -25,13 +25,20 @@ speakers can split (DER 52 % even with oracle clustering); window-level clusteri
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from audio_pipeline.speakers import ClipLike, SpeakerEmbedder, Turn, relabel_turns
+from audio_pipeline.speakers import (
+    ClipLike,
+    SpeakerEmbedder,
+    SpeechDiarization,
+    Turn,
+    relabel_turns,
+)
 from audio_pipeline.speakers.embedded import EmbeddedDiarizer
 from audio_pipeline.speakers.segmentation import (
     CHUNK_SAMPLES,
@@ -46,13 +53,37 @@ from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
 
+# pyannote's chunk step (a tenth of a chunk); 2 s or more made the count noisy at chunk edges
+# on the dev meeting (false alarm 8 → 16 %, docs/benchmarks.md).
+DEFAULT_STEP_S = 1.0
+
 
 @dataclass(frozen=True, slots=True)
 class SegmentedDiarization:
     turns: list[Turn]  # may overlap: two speakers at once
+    exclusive: list[Turn]  # each frame's main speaker alone
     embeddings: dict[str, np.ndarray]  # unit centroid per speaker, keyed like Turn.speaker
     speech: list[tuple[float, float]]  # where anyone talks
     overlap: list[tuple[float, float]]  # where two talk at once
+    timings_s: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class FrameActivity:
+    """The segmentation model's view of a clip, frame by frame."""
+
+    activity: np.ndarray  # (chunks, 589, 3) local speaker activity of each chunk
+    offsets: list[int]  # each chunk's first clip frame
+    count: np.ndarray  # (frames,) people talking at each clip frame
+    duration_s: float
+
+    @property
+    def speech(self) -> list[tuple[float, float]]:
+        return spans(self.count >= 1, self.duration_s)
+
+    @property
+    def overlap(self) -> list[tuple[float, float]]:
+        return spans(self.count >= 2, self.duration_s)
 
 
 def chunk_starts(n_samples: int, step: int) -> list[int]:
@@ -85,6 +116,40 @@ def spans(mask: np.ndarray, duration_s: float) -> list[tuple[float, float]]:
     ]
 
 
+def frame_activity(
+    segmentation: SpeakerSegmentation, clip: ClipLike, step_s: float
+) -> FrameActivity:
+    """The segmentation model over the clip: 10 s chunks every `step_s`, each decoded to its
+    local speakers' activity; at each clip frame, the number of people talking."""
+    if clip.sample_rate != SAMPLE_RATE:
+        raise ValueError(f"the segmentation model needs {SAMPLE_RATE} Hz audio")
+    samples = np.asarray(clip.samples, dtype=np.float32)
+    duration = len(samples) / SAMPLE_RATE
+    if len(samples) == 0:
+        empty = np.zeros((0, FRAMES_PER_CHUNK, 3))
+        return FrameActivity(empty, [], np.zeros(0, dtype=np.int64), 0.0)
+    starts = chunk_starts(len(samples), round(step_s * SAMPLE_RATE))
+    chunks = np.zeros((len(starts), CHUNK_SAMPLES), dtype=np.float32)
+    for i, s in enumerate(starts):
+        piece = samples[s : s + CHUNK_SAMPLES]
+        chunks[i, : len(piece)] = piece
+    activity = segmentation.activity(chunks)  # (chunks, 589, 3)
+    offsets = [int(np.rint(s / FRAME_STEP)) for s in starts]  # a chunk's first clip frame
+    n = max(int(np.rint((len(samples) - FRAME_SPAN / 2) / FRAME_STEP)) + 1, 1)
+    return FrameActivity(activity, offsets, _count(activity, offsets, n), duration)
+
+
+def _count(activity: np.ndarray, offsets: Sequence[int], n: int) -> np.ndarray:
+    """People talking at each clip frame: active local speakers averaged over the chunks
+    covering the frame, rounded (pyannote's speaker count)."""
+    total, covered = np.zeros(n), np.zeros(n)
+    for act, off in zip(activity, offsets, strict=True):
+        end = min(off + FRAMES_PER_CHUNK, n)
+        total[off:end] += act[: end - off].sum(axis=1)
+        covered[off:end] += 1
+    return np.rint(total / np.maximum(covered, 1)).astype(np.int64)
+
+
 class SegmentedDiarizer:
     """Diarizer (speakers/__init__.py) whose turns overlap where two people talk at once."""
 
@@ -94,9 +159,7 @@ class SegmentedDiarizer:
         self,
         embedder: SpeakerEmbedder,
         *,
-        # pyannote's step (a tenth of a chunk); 2 s or more made the count noisy at chunk
-        # edges on the dev meeting (false alarm 8 → 16 %, docs/benchmarks.md).
-        step_s: float = 1.0,
+        step_s: float = DEFAULT_STEP_S,
         max_overlap_share: float = 0.1,
         segmentation: SpeakerSegmentation | None = None,
     ) -> None:
@@ -117,53 +180,53 @@ class SegmentedDiarizer:
         del regions
         return self.run(clip).turns
 
-    def run(self, clip: ClipLike) -> SegmentedDiarization:
-        if clip.sample_rate != SAMPLE_RATE:
-            raise ValueError(f"the segmentation model needs {SAMPLE_RATE} Hz audio")
-        samples = np.asarray(clip.samples, dtype=np.float32)
-        duration = len(samples) / SAMPLE_RATE
-        if len(samples) == 0:
-            return SegmentedDiarization([], {}, [], [])
-        starts = chunk_starts(len(samples), round(self.step_s * SAMPLE_RATE))
-        chunks = np.zeros((len(starts), CHUNK_SAMPLES), dtype=np.float32)
-        for i, s in enumerate(starts):
-            piece = samples[s : s + CHUNK_SAMPLES]
-            chunks[i, : len(piece)] = piece
-        activity = self.segmentation.activity(chunks)  # (chunks, 589, 3)
-        offsets = [int(np.rint(s / FRAME_STEP)) for s in starts]  # a chunk's first clip frame
-        n = max(int(np.rint((len(samples) - FRAME_SPAN / 2) / FRAME_STEP)) + 1, 1)
-        count = self._count(activity, offsets, n)
-        speech, overlap = spans(count >= 1, duration), spans(count >= 2, duration)
-        if not speech:
-            return SegmentedDiarization([], {}, [], [])
+    def activity(self, clip: ClipLike) -> FrameActivity:
+        """Step 1 alone: the segmentation model's frame activity and speaker count."""
+        return frame_activity(self.segmentation, clip, self.step_s)
 
+    def speech(self, clip: ClipLike) -> list[tuple[float, float]]:
+        """Where anyone talks (the segmentation model as a voice activity detector)."""
+        return self.activity(clip).speech
+
+    def diarize_speech(self, clip: ClipLike) -> SpeechDiarization:
+        """SpeechDiarizer: speech, overlap and turns from one segmentation pass."""
+        found = self.run(clip)
+        return SpeechDiarization(
+            found.turns, found.exclusive, found.speech, found.overlap, found.timings_s
+        )
+
+    def run(self, clip: ClipLike) -> SegmentedDiarization:
+        t0 = time.perf_counter()
+        frames = self.activity(clip)
+        speech, overlap = frames.speech, frames.overlap
+        timings = {"segmentation": time.perf_counter() - t0}
+        if not speech:
+            return SegmentedDiarization([], [], {}, [], [], timings)
+
+        t = time.perf_counter()
+        count, activity, offsets = frames.count, frames.activity, frames.offsets
         found = self.windows.diarize_with_embeddings(clip, speech, overlap=overlap)
         names = sorted({t.speaker for t in found.turns})
         main = self._main_speakers(found.turns, names, count)
         second = self._second_speakers(activity, offsets, main, count)
         turns: list[Turn] = []
+        alone: list[Turn] = []
         for k, name in enumerate(names):
             mask = (main == k) | (second == k)
-            turns += [Turn(a, b, name) for a, b in spans(mask, duration)]
+            turns += [Turn(a, b, name) for a, b in spans(mask, frames.duration_s)]
+            alone += [Turn(a, b, name) for a, b in spans(main == k, frames.duration_s)]
         final = relabel_turns(turns)
         rename: dict[str, str] = {}
         for old, new in zip(sorted(turns, key=lambda t: (t.start, t.end)), final, strict=True):
             rename.setdefault(old.speaker, new.speaker)
+        exclusive = sorted(
+            (Turn(t.start, t.end, rename[t.speaker]) for t in alone), key=lambda t: t.start
+        )
         embeddings = {rename[k]: v for k, v in found.embeddings.items() if k in rename}
-        log.debug("diarize.segmented", chunks=len(starts), speakers=len(embeddings),
+        timings["clustering"] = time.perf_counter() - t
+        log.debug("diarize.segmented", chunks=len(offsets), speakers=len(embeddings),
                   overlap_s=round(sum(b - a for a, b in overlap), 2))  # fmt: skip
-        return SegmentedDiarization(final, embeddings, speech, overlap)
-
-    @staticmethod
-    def _count(activity: np.ndarray, offsets: Sequence[int], n: int) -> np.ndarray:
-        """People talking at each clip frame: active local speakers averaged over the chunks
-        covering the frame, rounded (pyannote's speaker count)."""
-        total, covered = np.zeros(n), np.zeros(n)
-        for act, off in zip(activity, offsets, strict=True):
-            end = min(off + FRAMES_PER_CHUNK, n)
-            total[off:end] += act[: end - off].sum(axis=1)
-            covered[off:end] += 1
-        return np.rint(total / np.maximum(covered, 1)).astype(np.int64)
+        return SegmentedDiarization(final, exclusive, embeddings, speech, overlap, timings)
 
     @staticmethod
     def _main_speakers(turns: Sequence[Turn], names: list[str], count: np.ndarray) -> np.ndarray:

