@@ -66,6 +66,7 @@ BUILT_ENDPOINTS: dict[str, dict[str, set[str]]] = {
         "/v1/facts": {"get"},
         "/v1/graph/search": {"get"},
         "/v1/ingest/{session_id}": {"post"},
+        "/v1/memories": {"post"},
         "/v1/sessions": {"get"},
         "/v1/sessions/{session_id}": {"get", "delete"},
         "/v1/forget": {"get", "post"},

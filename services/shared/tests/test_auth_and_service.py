@@ -153,6 +153,25 @@ async def test_oversized_bodies_get_413_with_or_without_content_length() -> None
     assert small.status_code == 200
 
 
+async def test_a_lone_surrogate_in_invalid_input_is_a_422_not_a_500() -> None:
+    """The 422 echoes the input; one holding a lone surrogate (valid JSON, not UTF-8) is
+    escaped instead of failing to encode."""
+    app, _ = _app()
+
+    @app.post("/v1/typed", dependencies=[Depends(require_token(SecretStr(TOKEN), None))])
+    async def typed(body: dict[str, int]) -> dict[str, int]:
+        return body
+
+    headers = {TOKEN_HEADER: TOKEN, "content-type": "application/json"}
+    async with LifespanManager(app), await _client(app) as c:
+        r = await c.post("/v1/typed", content=b'{"n": "\\ud800 x"}', headers=headers)
+        ok = await c.post("/v1/typed", json={"n": "not a number"}, headers=headers)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == ["body", "n"]
+    assert r.json()["detail"][0]["input"] == "\ud800 x"
+    assert ok.status_code == 422 and ok.json()["detail"][0]["input"] == "not a number"
+
+
 async def test_openapi_docs_are_served() -> None:
     app, _ = _app()
     async with LifespanManager(app), await _client(app) as c:

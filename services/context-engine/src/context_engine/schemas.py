@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, computed_field
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    computed_field,
+    field_validator,
+)
+
+from her_os_shared.ids import ID_PATTERN, SafeId
+from her_os_shared.transcript import reject_lone_surrogates
 
 
 class EntityRef(BaseModel):
@@ -635,3 +645,88 @@ class EmitResponse(BaseModel):
     rejected: int  # how many were refused (the design's count); `errors` says which and why
     total: int
     errors: list[EmitRejection]
+
+
+# --- POST /v1/memories (memories.py) ---
+
+MEMORY_MAX_CHARS = 20_000
+MEMORY_FUTURE_SLACK = timedelta(minutes=5)  # clock skew between a client and the engine
+# The keyword index (Tantivy) holds times from 1677-09-21 on; an earlier one fails its writes.
+MEMORY_EARLIEST = datetime(1700, 1, 1, tzinfo=UTC)
+_SAFE_ID_SCHEMA = {"pattern": ID_PATTERN, "maxLength": 128}
+
+
+def _clean_text(value: str | None) -> str | None:
+    if value is None:
+        return None
+    # PostgreSQL text cannot hold NUL: refused here, not as a poison line at ingestion.
+    value = value.strip()
+    if not value:
+        raise ValueError("must not be blank")
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL character (\\u0000)")
+    return value
+
+
+class AddMemory(BaseModel):
+    """A memory as text, written as a transcript session like speech (memories.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(
+        min_length=1,
+        max_length=MEMORY_MAX_CHARS,
+        description="what to remember; paragraphs (and sentences of a long one) become "
+        "segments, as turns of a transcript",
+    )
+    speaker: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description='who said it (default: the engine\'s owner_name setting, else "owner")',
+    )
+    at: AwareDatetime | None = Field(
+        default=None,
+        description="when it was said or happened, ISO 8601 with a timezone (default: now); "
+        "from 1700 to 5 minutes from now",
+    )
+    session_id: SafeId | None = Field(
+        default=None,
+        json_schema_extra=_SAFE_ID_SCHEMA,
+        description="an existing session to append to (its clock is kept: `at` must not be "
+        "before its start), or a new one; default: a new `memory-<UTC time>-<8 hex>`",
+    )
+    source: SafeId = Field(
+        default="api",
+        json_schema_extra=_SAFE_ID_SCHEMA,
+        description="what sent it, written as the session's `device_id` (e.g. mcp)",
+    )
+
+    # Lone surrogates cannot be written as UTF-8 (the transcript contract's rule).
+    _unicode = field_validator("text", "speaker", mode="before")(reject_lone_surrogates)
+    _cleaned = field_validator("text", "speaker")(_clean_text)
+
+    @field_validator("at")
+    @classmethod
+    def _in_range(cls, at: datetime | None) -> datetime | None:
+        if at is None:
+            return None
+        try:
+            utc = at.astimezone(UTC)
+        except OverflowError:  # year 1 east of UTC, year 9999 west of it
+            raise ValueError("is out of range") from None
+        if utc < MEMORY_EARLIEST:
+            raise ValueError(f"must not be before {MEMORY_EARLIEST.isoformat()}")
+        if utc > datetime.now(UTC) + MEMORY_FUTURE_SLACK:
+            raise ValueError("is more than 5 minutes in the future")
+        return at
+
+
+class MemoryAdded(BaseModel):
+    session_id: str = Field(description="the session the memory was written to")
+    segment_ids: list[str] = Field(description="its segments, in order")
+    spoken_at: datetime = Field(description="when it was said (the request's `at`, or now)")
+    ingest: Literal["queued"] = Field(
+        description="ingestion was started (the file watcher would also pick the file up); "
+        "finalisation, extraction and embedding follow as for any session"
+    )

@@ -3,13 +3,16 @@ a request body limit, structured logs and graceful shutdown under uvicorn."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
 import uvicorn
-from fastapi import FastAPI
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from her_os_shared.auth import TokenConfigError, check_token_config
@@ -118,6 +121,13 @@ def create_service_app(
         limit=settings.auth_failure_limit,
         window_s=settings.auth_failure_window_s,
     )
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> Response:
+        # FastAPI's own 422, but rendered ASCII-safe: its errors echo the input, and an input
+        # holding a lone surrogate cannot be encoded as UTF-8 (the default handler's 500).
+        body = {"detail": jsonable_encoder(exc.errors())}
+        return Response(json.dumps(body), status_code=422, media_type="application/json")
 
     @app.get("/health", tags=["health"], summary="Liveness and readiness (no auth)")
     async def health() -> JSONResponse:

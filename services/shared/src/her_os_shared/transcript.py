@@ -25,7 +25,7 @@ MAX_TEXT_CHARS = 100_000
 MAX_SEGMENTS_PER_PAYLOAD = 10_000
 
 
-def _reject_lone_surrogates(value: object) -> object:
+def reject_lone_surrogates(value: object) -> object:
     # Lone UTF-16 surrogates cannot be written as UTF-8: refuse them with a clear reason
     # (pydantic's own message would only say "unable to parse raw data").
     if not isinstance(value, str):
@@ -62,7 +62,7 @@ class Overlap(_Contract):
     start: float = Field(ge=0.0)
     end: float = Field(ge=0.0)
 
-    _speaker_is_unicode = field_validator("speaker", mode="before")(_reject_lone_surrogates)
+    _speaker_is_unicode = field_validator("speaker", mode="before")(reject_lone_surrogates)
 
     @model_validator(mode="after")
     def _end_after_start(self) -> Overlap:
@@ -97,7 +97,7 @@ class Segment(_Contract):
         default_factory=list, max_length=MAX_OVERLAPS_PER_SEGMENT, exclude_if=lambda v: not v
     )
 
-    _text_is_unicode = field_validator("text", "speaker", mode="before")(_reject_lone_surrogates)
+    _text_is_unicode = field_validator("text", "speaker", mode="before")(reject_lone_surrogates)
 
     @model_validator(mode="after")
     def _end_after_start(self) -> Segment:

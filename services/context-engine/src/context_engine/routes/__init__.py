@@ -19,6 +19,7 @@ from context_engine.routes import (
     graph,
     ingest,
     jobs,
+    memories,
     promises,
     sessions,
     stats,
@@ -33,7 +34,7 @@ def api_router(token: SecretStr | None, on_auth_failure: AuthFailureHook) -> API
     headers = APIRouter(dependencies=[Depends(require_token(token, on_auth_failure)), known])
     for module in (
         context, entities, graph, ingest, sessions, stats, jobs, consolidate, daily, promises,
-        events, forget, check,
+        events, forget, check, memories,
     ):  # fmt: skip
         headers.include_router(module.router)
     # A browser's EventSource cannot set headers: the live stream also takes `?token=` or
