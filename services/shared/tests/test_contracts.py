@@ -173,6 +173,10 @@ def test_overlapped_speech_is_written_only_where_there_is_some() -> None:
         ({"session_started_at": "2026-05-08T13:56:00"}, "session_started_at: Input should have"),
         ({"seg_language": "english language"}, "segments.0.language: String should match"),
         ({"extra": 1}, "extra: Extra inputs are not permitted"),
+        # Times every store can hold (the keyword index keeps years 1677-2262 only)
+        ({"session_started_at": "1500-05-08T13:56:00+00:00"}, "session_started_at: must lie"),
+        ({"session_started_at": "2300-05-08T13:56:00+00:00"}, "session_started_at: must lie"),
+        ({"seg_end": 2e7}, "segments.0.end: Input should be less than or equal to 10000000"),
         (
             {"seg_overlap": [{"speaker": "priya", "start": 0.8, "end": 0.2}]},
             "segments.0.overlap.0: end (0.2) must not be before start (0.8)",

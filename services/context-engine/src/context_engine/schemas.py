@@ -16,7 +16,7 @@ from pydantic import (
 )
 
 from her_os_shared.ids import ID_PATTERN, SafeId
-from her_os_shared.transcript import reject_lone_surrogates
+from her_os_shared.transcript import EARLIEST_YEAR, reject_lone_surrogates
 
 
 class EntityRef(BaseModel):
@@ -651,8 +651,8 @@ class EmitResponse(BaseModel):
 
 MEMORY_MAX_CHARS = 20_000
 MEMORY_FUTURE_SLACK = timedelta(minutes=5)  # clock skew between a client and the engine
-# The keyword index (Tantivy) holds times from 1677-09-21 on; an earlier one fails its writes.
-MEMORY_EARLIEST = datetime(1700, 1, 1, tzinfo=UTC)
+# The transcript contract's earliest session year (what every store can hold).
+MEMORY_EARLIEST = datetime(EARLIEST_YEAR, 1, 1, tzinfo=UTC)
 _SAFE_ID_SCHEMA = {"pattern": ID_PATTERN, "maxLength": 128}
 
 
@@ -688,7 +688,7 @@ class AddMemory(BaseModel):
     at: AwareDatetime | None = Field(
         default=None,
         description="when it was said or happened, ISO 8601 with a timezone (default: now); "
-        "from 1700 to 5 minutes from now",
+        f"from {EARLIEST_YEAR} to 5 minutes from now",
     )
     session_id: SafeId | None = Field(
         default=None,

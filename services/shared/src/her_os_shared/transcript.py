@@ -7,6 +7,7 @@ files are the source of truth from which every other store can be rebuilt.
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from typing import Literal
 
 from pydantic import (
@@ -23,6 +24,10 @@ from her_os_shared.ids import SafeId, SegmentId
 
 MAX_TEXT_CHARS = 100_000
 MAX_SEGMENTS_PER_PAYLOAD = 10_000
+# Times every store can hold: the keyword index keeps nanosecond timestamps (years 1677–2262),
+# so a session outside these years could be written but never indexed (a retry loop).
+EARLIEST_YEAR, LATEST_YEAR = 1900, 2200
+MAX_OFFSET_S = 10_000_000.0  # a segment's start or end in its session: about 115 days
 
 
 def reject_lone_surrogates(value: object) -> object:
@@ -59,8 +64,8 @@ class Overlap(_Contract):
     start, within the segment)."""
 
     speaker: str = Field(min_length=1, max_length=128)
-    start: float = Field(ge=0.0)
-    end: float = Field(ge=0.0)
+    start: float = Field(ge=0.0, le=MAX_OFFSET_S)
+    end: float = Field(ge=0.0, le=MAX_OFFSET_S)
 
     _speaker_is_unicode = field_validator("speaker", mode="before")(reject_lone_surrogates)
 
@@ -83,8 +88,8 @@ class Segment(_Contract):
     segment_id: SegmentId
     speaker: str = Field(min_length=1, max_length=128)
     text: str = Field(max_length=MAX_TEXT_CHARS)
-    start: float = Field(ge=0.0)
-    end: float = Field(ge=0.0)
+    start: float = Field(ge=0.0, le=MAX_OFFSET_S)
+    end: float = Field(ge=0.0, le=MAX_OFFSET_S)
     language: str | None = Field(
         default=None, pattern=r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$", max_length=16
     )
@@ -114,6 +119,13 @@ class TranscriptPayload(_Contract):
     session_started_at: AwareDatetime
     is_sweep: bool = False
     segments: list[Segment] = Field(max_length=MAX_SEGMENTS_PER_PAYLOAD)
+
+    @field_validator("session_started_at")
+    @classmethod
+    def _storable_time(cls, value: datetime) -> datetime:
+        if not EARLIEST_YEAR <= value.year <= LATEST_YEAR:
+            raise ValueError(f"must lie between the years {EARLIEST_YEAR} and {LATEST_YEAR}")
+        return value
 
     @model_validator(mode="after")
     def _unique_segment_ids(self) -> TranscriptPayload:
