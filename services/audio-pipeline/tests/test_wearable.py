@@ -225,6 +225,8 @@ async def test_client_transcripts_are_written_unchanged_in_meaning(
         ("session_id=../x&uid=p", {"segments": OMI_SEGMENTS}, "not a valid id"),
         ("session_id=s1", {"segments": [{"text": "hi", "start": 2, "end": 1}]}, "before start"),
         ("session_id=s1", {"segments": [{"text": "hi", "start": -1, "end": 1}]}, "start"),
+        # far beyond any session (its start would be centuries ago): refused, not a 500
+        ("session_id=s1", {"segments": [{"text": "hi", "start": 1e12, "end": 2e12}]}, "start"),
         ("session_id=s1", {"segments": "nope"}, "segments"),
         ("session_id=s1", "not json at all", "not JSON"),
     ],

@@ -28,7 +28,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from audio_pipeline.audio import SAMPLE_RATE
 from her_os_shared.jsonl import JsonlReader, stream_path
-from her_os_shared.transcript import MAX_SEGMENTS_PER_PAYLOAD, Segment, TranscriptPayload
+from her_os_shared.transcript import (
+    MAX_OFFSET_S,
+    MAX_SEGMENTS_PER_PAYLOAD,
+    Segment,
+    TranscriptPayload,
+)
 
 _SAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -74,8 +79,9 @@ class OmiSegment(BaseModel):
     speaker_id: int | None = Field(default=None, ge=0, le=10_000)
     is_user: bool = False
     person_id: str | None = Field(default=None, max_length=128)
-    start: float = Field(ge=0)
-    end: float = Field(ge=0)
+    # Seconds from the session's start, within what the transcript contract holds.
+    start: float = Field(ge=0, le=MAX_OFFSET_S)
+    end: float = Field(ge=0, le=MAX_OFFSET_S)
 
     @field_validator("end")
     @classmethod
