@@ -332,6 +332,7 @@ NEVER_ON_LINUX = {
     "mpmath": "BSD-3-Clause",
     "pyaml": "WTFPL",
     "pynndescent": "BSD-2-Clause",
+    "pywin32": "PSF-2.0",
     "silero-vad": "MIT",
     "sympy": "BSD-3-Clause",
     "termcolor": "MIT",

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from her_os import backup as backups
 from her_os import check as checks
-from her_os import control, supervisor, ui
+from her_os import control, memory_mcp, supervisor, ui
 from her_os.config import PORT_SETTINGS, Settings, load_settings
 from her_os.logs import follow, log_names, tail_lines
 from her_os.paths import DataLayout
@@ -322,6 +322,45 @@ def check(
         else:
             ui.ok("the stores agree with the JSONL transcripts")
     raise typer.Exit(1 if final["drift_total"] else 0)
+
+
+@app.command(name="mcp")
+def mcp_stdio(
+    data_dir: DataDir = None,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            help=f"The context engine's URL (env {memory_mcp.URL_ENV}; default: the running "
+            "platform's, else the configured host and context port).",
+            show_default=False,
+        ),
+    ] = None,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            help=f"A file holding the engine's token (env {memory_mcp.TOKEN_ENV} holds the "
+            "token itself; default: <data dir>/secrets/internal_token).",
+            show_default=False,
+        ),
+    ] = None,
+    read_only: Annotated[
+        bool,
+        typer.Option(
+            "--read-only",
+            envvar="HER_OS_MCP_READ_ONLY",
+            help="Offer only the reading tools (no add_memory, delete_*, forget_person).",
+        ),
+    ] = False,
+) -> None:
+    """Serve the memory to an MCP client over stdio (Claude Desktop, Cursor): search, facts,
+    profiles, add, forget (docs/mcp.md). Talks to a running context engine; stdout carries
+    the protocol only, messages go to stderr."""
+    try:
+        target = memory_mcp.find_target(_settings(data_dir=data_dir), url, token_file)
+        memory_mcp.serve(target, read_only=read_only)
+    except memory_mcp.McpSetupError as exc:
+        ui.fail(f"her-os mcp: {exc}")
+        raise typer.Exit(2) from None
 
 
 if __name__ == "__main__":

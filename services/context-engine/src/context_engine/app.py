@@ -11,6 +11,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from context_engine import __version__
 from context_engine.config import Settings
+from context_engine.mcp.http import mount as mount_mcp
+from context_engine.mcp.http import running as mcp_running
 from context_engine.routes import api_router
 from context_engine.runtime import Runtime
 from her_os_shared.creatures import CreatureName
@@ -30,7 +32,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # says unavailable until they are done, rather than refusing to start.
         await runtime.start()
         try:
-            yield
+            async with mcp_running(app):  # /mcp's task group, closed before the runtime stops
+                yield
         finally:
             await runtime.stop()
 
@@ -73,6 +76,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_age=600,
     )
     app.include_router(api_router(settings.internal_token, record_auth_failure))
+    if settings.mcp_enabled:
+        mount_mcp(app, settings, record_auth_failure)  # /mcp: the memory for MCP clients
     app.add_middleware(AuthCountMiddleware)
     return app
 

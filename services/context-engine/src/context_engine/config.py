@@ -251,6 +251,14 @@ class Settings(ServiceSettings):
     audio_pipeline_url: str | None = None
     audio_pipeline_timeout_s: float = Field(default=5.0, gt=0)
 
+    # --- MCP server (mcp/; docs/mcp.md) ---
+    # Serve the memory to MCP clients (agents, Claude Desktop, Cursor) at /mcp, streamable
+    # HTTP, behind the same token as /v1. Off: /mcp answers 404.
+    mcp_enabled: bool = True
+    # Only the reading tools: add_memory, delete_episode, delete_entity and forget_person are
+    # not offered at all (a client cannot even list them). /v1 is not affected.
+    mcp_read_only: bool = False
+
     @field_validator("contradiction_model", mode="before")
     @classmethod
     def _blank_contradiction_model_is_unset(cls, value: object) -> object:
