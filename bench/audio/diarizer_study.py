@@ -1,10 +1,11 @@
 """What limits the embedded diarizer on the two-speaker call: its clustering settings or its
 speaker embedder? Diarization alone (no STT), on the real clips.
 
-Every clip goes through the configured VAD (default `Settings`: Silero) and then the embedded
-diarizer (bundled ONNX d-vectors → average-linkage clustering) with one variant of its settings
-at a time; DER is scored as in speech_quality.py (no collar, overlap scored, 10 ms frames,
-optimal mapping; the UEM on the meeting clips).
+Every clip goes through Silero VAD (what the documented figures used; the default VAD is now
+the segmentation model, ADR 0025) and then the embedded diarizer (bundled ONNX d-vectors →
+average-linkage clustering) with one variant of its settings at a time; DER is scored as in
+speech_quality.py (no collar, overlap scored, 10 ms frames, optimal mapping; the UEM on the
+meeting clips).
 
 Beside each variant, the single-speaker controls: every reference speaker's solo speech
 (their reference turns where nobody else talks, as regions of the same clip) diarized on its
@@ -48,7 +49,7 @@ from audio_pipeline.config import Settings
 from audio_pipeline.speakers import SpeakerEmbedder, create_embedder
 from audio_pipeline.speakers.clustering import ClusteringParams
 from audio_pipeline.speakers.embedded import EmbeddedDiarizer, _windows
-from audio_pipeline.vad import create_vad
+from audio_pipeline.vad.silero import SileroVad
 
 
 @dataclass
@@ -155,7 +156,7 @@ def main(
     print_header("audio pipeline: embedded diarizer, clustering variants vs the embedder")
 
     settings = Settings(allow_insecure_no_token=True)
-    vad = create_vad(settings)
+    vad = SileroVad()
     vad.load()
     if embedder_name:
         settings = settings.model_copy(update={"speaker_embedder": embedder_name})

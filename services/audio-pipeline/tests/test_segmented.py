@@ -29,7 +29,6 @@ from audio_pipeline.speakers import (
     Turn,
     create_diarizer,
     create_embedder,
-    overlap_spans,
 )
 from audio_pipeline.speakers.pyannote_backend import turns_from_output
 from audio_pipeline.speakers.segmentation import CHUNK_SAMPLES, SAMPLE_RATE
@@ -166,7 +165,8 @@ def test_the_production_pyannote_backend_gives_turns_in_the_same_form(
         speech,
     )
     assert v3 == v4 == found.turns
-    assert overlap_spans(v3) == overlap_spans(found.turns) and overlap_spans(v3)
+    assert any(x.speaker != y.speaker and x.start < y.end and y.start < x.end
+               for x, y in itertools.combinations(v3, 2))  # fmt: skip
     # Turns outside the speech regions are dropped; ends are clipped to the clip.
     late = [(0.5, 1.0, "SPEAKER_07"), (clip.duration_s - 0.2, clip.duration_s + 5, "SPEAKER_03")]
     got = turns_from_output(_AnnotationDouble(late), clip.duration_s, [(clip.duration_s - 1, 99)])

@@ -106,40 +106,6 @@ class SpeechDiarizer(Diarizer, Protocol):
     def diarize_speech(self, clip: ClipLike) -> SpeechDiarization: ...
 
 
-def _merged_by_speaker(turns: Sequence[Turn]) -> list[Turn]:
-    """Each speaker's turns with their own overlaps and touching ends merged."""
-    out: list[Turn] = []
-    for speaker in sorted({t.speaker for t in turns}):
-        mine = sorted((t for t in turns if t.speaker == speaker), key=lambda t: t.start)
-        merged = [mine[0]]
-        for t in mine[1:]:
-            if t.start <= merged[-1].end:
-                merged[-1] = Turn(merged[-1].start, max(merged[-1].end, t.end), speaker)
-            else:
-                merged.append(t)
-        out += merged
-    return out
-
-
-def overlap_spans(turns: Sequence[Turn]) -> list[tuple[float, float]]:
-    """Where two or more speakers' turns overlap (a diarizer's turns in one form, whichever
-    backend made them)."""
-    merged = _merged_by_speaker(turns)
-    edges = sorted([(t.start, 1) for t in merged] + [(t.end, -1) for t in merged])
-    out: list[tuple[float, float]] = []
-    active, since = 0, 0.0
-    for at, step in edges:
-        if active >= 2 and step < 0 and active + step < 2 and at > since:
-            if out and out[-1][1] >= since:
-                out[-1] = (out[-1][0], at)
-            else:
-                out.append((since, at))
-        if active < 2 <= active + step:
-            since = at
-        active += step
-    return out
-
-
 def exclusive_turns(turns: Sequence[Turn]) -> list[Turn]:
     """One speaker at a time: where turns overlap, the speaker who was talking first keeps
     the floor (for diarizers that do not say who the main speaker is)."""
@@ -244,7 +210,6 @@ __all__ = [
     "create_diarizer",
     "create_embedder",
     "exclusive_turns",
-    "overlap_spans",
     "relabel_turns",
     "speaker_embeddings",
     "speaker_label",

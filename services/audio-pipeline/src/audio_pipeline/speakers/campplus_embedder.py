@@ -33,16 +33,14 @@ zero-padded, which would change the statistics pooling).
 
 from __future__ import annotations
 
-import os
-import threading
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from audio_pipeline.bundled import CAMPPLUS_MODEL, BundledFile, embedder_id_of, verified_path
-from audio_pipeline.onnx_graph import GraphBuilder, cpu_session
+from audio_pipeline.bundled import CAMPPLUS_MODEL, BundledFile, embedder_id_of
+from audio_pipeline.onnx_graph import GraphBuilder, LazyCpuSession
 from audio_pipeline.speakers.clustering import ClusteringParams
 from audio_pipeline.speakers.onnx_embedder import AudioTooShortError, speech_samples
 from audio_pipeline.speakers.torch_zip import load_state_dict
@@ -50,7 +48,6 @@ from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
     import onnx
-    import onnxruntime
 
 log = get_logger(__name__)
 
@@ -335,24 +332,16 @@ class CamPlusPlusEmbedder:
     embedder_id = embedder_id_of(CAMPPLUS_MODEL)
 
     def __init__(self, *, threads: int | None = None, model: BundledFile | None = None) -> None:
-        self._threads = threads or min(2, os.cpu_count() or 1)
-        self._model = model or CAMPPLUS_MODEL
-        self._session: onnxruntime.InferenceSession | None = None
-        self._lock = threading.Lock()
-
-    def _get_session(self) -> onnxruntime.InferenceSession:
-        if self._session is None:
-            with self._lock:
-                if self._session is None:
-                    path = verified_path(self._model)
-                    model = build_onnx(load_state_dict(path))
-                    self._session = cpu_session(model, self._threads)
-                    log.info("speaker_embedder_loaded", path=str(path), threads=self._threads)
-        return self._session
+        self._session = LazyCpuSession(
+            model or CAMPPLUS_MODEL,
+            lambda path: build_onnx(load_state_dict(path)),
+            threads,
+            event="speaker_embedder_loaded",
+        )
 
     def load(self) -> None:
         """Load (verify, convert) the model now instead of on the first embedding."""
-        self._get_session()
+        self._session.get()
 
     def embed(self, samples: np.ndarray, sample_rate: int) -> np.ndarray:
         return self.embed_many([samples], sample_rate)[0]
@@ -366,7 +355,7 @@ class CamPlusPlusEmbedder:
         out = np.zeros((len(feats), self.dim), dtype=np.float32)
         if not feats:
             return out
-        session = self._get_session()
+        session = self._session.get()
         by_length: dict[int, list[int]] = defaultdict(list)
         for i, f in enumerate(feats):
             by_length[len(f)].append(i)

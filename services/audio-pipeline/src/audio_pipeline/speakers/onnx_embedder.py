@@ -25,21 +25,19 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 import soxr
 
-from audio_pipeline.bundled import BundledFile, embedder_id_of, verified_path
-from audio_pipeline.onnx_graph import cpu_session
+from audio_pipeline.bundled import BundledFile, embedder_id_of
+from audio_pipeline.onnx_graph import LazyCpuSession
 from audio_pipeline.speakers.clustering import ClusteringParams
 from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
-    import onnxruntime
+    pass
 
 log = get_logger(__name__)
 
@@ -205,25 +203,16 @@ class OnnxSpeakerEmbedder:
     embedder_id = embedder_id_of(VOICEFILTER_EMBEDDER)
 
     def __init__(self, *, threads: int | None = None, model: BundledFile | None = None) -> None:
-        # One or two intra-op threads: the LSTM gains little beyond two, and the pipeline runs
-        # STT and emotion on the remaining cores.
-        self._threads = threads or min(2, os.cpu_count() or 1)
-        self._model = model or VOICEFILTER_EMBEDDER
-        self._session: onnxruntime.InferenceSession | None = None
-        self._lock = threading.Lock()
-
-    def _get_session(self) -> onnxruntime.InferenceSession:
-        if self._session is None:
-            with self._lock:
-                if self._session is None:
-                    path = verified_path(self._model)
-                    self._session = cpu_session(path, self._threads)
-                    log.info("speaker_embedder_loaded", path=str(path), threads=self._threads)
-        return self._session
+        self._session = LazyCpuSession(
+            model or VOICEFILTER_EMBEDDER,
+            lambda path: path,
+            threads,
+            event="speaker_embedder_loaded",
+        )
 
     def load(self) -> None:
         """Load (and verify) the model now instead of on the first embedding."""
-        self._get_session()
+        self._session.get()
 
     def embed(self, samples: np.ndarray, sample_rate: int) -> np.ndarray:
         """The unit-norm d-vector of one stretch of (mono) speech."""
@@ -239,7 +228,7 @@ class OnnxSpeakerEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         counts = [f.shape[0] for f in feats]
         windows = np.concatenate(feats)
-        session = self._get_session()
+        session = self._session.get()
         outs = [
             session.run(None, {_INPUT_NAME: windows[i : i + _MAX_BATCH]})[0]
             for i in range(0, len(windows), _MAX_BATCH)

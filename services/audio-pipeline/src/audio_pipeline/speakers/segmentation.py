@@ -24,20 +24,18 @@ tests/test_segmentation.py, which holds reference values of that run.
 from __future__ import annotations
 
 import os
-import threading
 from itertools import combinations
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from audio_pipeline.bundled import SEGMENTATION_MODEL, BundledFile, verified_path
-from audio_pipeline.onnx_graph import GraphBuilder, cpu_session
+from audio_pipeline.bundled import SEGMENTATION_MODEL, BundledFile
+from audio_pipeline.onnx_graph import GraphBuilder, LazyCpuSession
 from audio_pipeline.speakers.torch_zip import load_state_dict
 from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
     import onnx
-    import onnxruntime
 
 log = get_logger(__name__)
 
@@ -216,29 +214,22 @@ class SpeakerSegmentation:
     """Frame-level local speaker activity of 10 s chunks. Thread-safe; loads on first use."""
 
     def __init__(self, *, threads: int | None = None, model: BundledFile | None = None) -> None:
-        self._threads = threads or min(2, os.cpu_count() or 1)
-        self._model = model or SEGMENTATION_MODEL
-        self._session: onnxruntime.InferenceSession | None = None
-        self._lock = threading.Lock()
-
-    def _get_session(self) -> onnxruntime.InferenceSession:
-        if self._session is None:
-            with self._lock:
-                if self._session is None:
-                    path = verified_path(self._model)
-                    self._session = cpu_session(build_onnx(load_weights(path)), self._threads)
-                    log.info("segmentation_loaded", path=str(path), threads=self._threads)
-        return self._session
+        self._session = LazyCpuSession(
+            model or SEGMENTATION_MODEL,
+            lambda path: build_onnx(load_weights(path)),
+            threads,
+            event="segmentation_loaded",
+        )
 
     def load(self) -> None:
-        self._get_session()
+        self._session.get()
 
     def log_probs(self, chunks: np.ndarray) -> np.ndarray:
         """(n, 589, 7) powerset log-probabilities of (n, 160000) chunks of 16 kHz audio."""
         chunks = np.asarray(chunks, dtype=np.float32)
         if chunks.ndim != 2 or chunks.shape[1] != CHUNK_SAMPLES:
             raise ValueError(f"chunks must be (n, {CHUNK_SAMPLES}), got {chunks.shape}")
-        session = self._get_session()
+        session = self._session.get()
         out = np.zeros((len(chunks), FRAMES_PER_CHUNK, len(POWERSET)), dtype=np.float32)
         for k in range(0, len(chunks), _MAX_BATCH):
             batch = chunks[k : k + _MAX_BATCH, None, :]
