@@ -27,12 +27,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from audio_pipeline.audio import SAMPLE_RATE
-from her_os_shared.jsonl import JsonlReader, stream_path
 from her_os_shared.transcript import (
     MAX_OFFSET_S,
     MAX_SEGMENTS_PER_PAYLOAD,
     Segment,
-    TranscriptPayload,
+    recorded_start,
 )
 
 _SAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -146,8 +145,5 @@ def to_segments(transcript: OmiTranscript, *, wearer: str, engine: str) -> list[
 def session_started_at(transcripts_dir: Path, session_id: str, first_start_s: float) -> datetime:
     """When the session began: from its transcript file if it has one, else now minus the
     first segment's offset (its times are seconds from the session's start)."""
-    path = stream_path(transcripts_dir, session_id)
-    if path.is_file():
-        for rec in JsonlReader(path, TranscriptPayload):
-            return rec.value.session_started_at
-    return datetime.now(UTC) - timedelta(seconds=first_start_s)
+    started = recorded_start(transcripts_dir, session_id)
+    return started or datetime.now(UTC) - timedelta(seconds=first_start_s)

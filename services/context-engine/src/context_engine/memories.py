@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from context_engine.daily import REFLECTION_PREFIX
-from her_os_shared.jsonl import JsonlReader, append_records, stream_path
+from her_os_shared.jsonl import append_records, stream_path
 from her_os_shared.logging import get_logger
-from her_os_shared.transcript import Segment, TranscriptPayload
+from her_os_shared.transcript import Segment, TranscriptPayload, recorded_start
 
 log = get_logger(__name__)
 
@@ -145,15 +145,6 @@ def segments_for(parts: list[str], speaker: str, start_s: float, prefix: str) ->
     return segments
 
 
-def _existing_start(path: Path) -> datetime | None:
-    """The session's start from its first valid line, None without one."""
-    if not path.is_file():
-        return None
-    for record in JsonlReader(path, TranscriptPayload):
-        return record.value.session_started_at
-    return None
-
-
 def write_memory(
     transcripts_dir: Path,
     *,
@@ -175,7 +166,7 @@ def write_memory(
     token = secrets.token_hex(4)
     sid = session_id or new_session_id(now, token)
     path = stream_path(transcripts_dir, sid)
-    existing = _existing_start(path) if session_id else None
+    existing = recorded_start(transcripts_dir, sid) if session_id else None
     started_at = spoken_at if existing is None else existing
     if spoken_at < started_at:
         raise InvalidMemoryError(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
+from pathlib import Path
 from typing import Literal
 
 from pydantic import (
@@ -21,6 +22,7 @@ from pydantic import (
 
 from her_os_shared import SCHEMA_VERSION
 from her_os_shared.ids import SafeId, SegmentId
+from her_os_shared.jsonl import JsonlReader, stream_path
 
 MAX_TEXT_CHARS = 100_000
 MAX_SEGMENTS_PER_PAYLOAD = 10_000
@@ -135,3 +137,14 @@ class TranscriptPayload(_Contract):
                 raise ValueError(f"segment_id {seg.segment_id!r} appears twice in one payload")
             seen.add(seg.segment_id)
         return self
+
+
+def recorded_start(transcripts_dir: Path, session_id: str) -> datetime | None:
+    """When a session began, as its transcript file's first valid line says (None: no file,
+    or no valid line yet)."""
+    path = stream_path(transcripts_dir, session_id)
+    if not path.is_file():
+        return None
+    for record in JsonlReader(path, TranscriptPayload):
+        return record.value.session_started_at
+    return None
