@@ -1,5 +1,5 @@
 """Forgetting a person by name reaches the audio pipeline's enrollment bank: the context
-engine's client (context_engine.voices) against the real audio-pipeline app (its route and
+engine's client (context_engine.privacy.voices) against the real audio-pipeline app (its route and
 bank; models are not needed for it, so the test does not wait for them)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from api_harness import TOKEN, make_settings
 from asgi_lifespan import LifespanManager
 
 from audio_pipeline.app import create_app
-from context_engine.voices import VoiceBank, VoiceBankError
+from context_engine.privacy.voices import VoiceBank, VoiceBankError
 
 
 async def test_the_engines_client_deletes_a_persons_voices(tmp_path: Path) -> None:

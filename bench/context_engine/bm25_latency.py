@@ -51,8 +51,8 @@ from rich.table import Table
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from context_engine.bm25 import _SEARCH
-from context_engine.ingest import Ingestor
+from context_engine.ingest.transcripts import Ingestor
+from context_engine.search.legs.keyword import _SEARCH
 
 TARGET_P95_MS = 20.0
 STOP = set(

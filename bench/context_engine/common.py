@@ -99,7 +99,7 @@ def make_engine(url: str, pool_size: int = 5) -> AsyncEngine:
 
 
 def migrate(url: str) -> float:
-    from context_engine.migrate import upgrade
+    from context_engine.store.migrate import upgrade
 
     t = time.perf_counter()
     upgrade(url)

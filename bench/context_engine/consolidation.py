@@ -42,7 +42,7 @@ from rich.table import Table
 from sqlalchemy import text
 
 from context_engine.config import Settings
-from context_engine.consolidate import Consolidator, run_now
+from context_engine.memory.consolidate import Consolidator, run_now
 
 CLUSTER = 20
 SESSIONS_PER_CLUSTER = 4

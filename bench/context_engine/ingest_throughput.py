@@ -39,7 +39,7 @@ from rich.table import Table
 from sqlalchemy import text
 
 from context_engine.config import Settings
-from context_engine.ingest import IngestResult
+from context_engine.ingest.transcripts import IngestResult
 from context_engine.runtime import Runtime
 
 TARGET = 2000.0

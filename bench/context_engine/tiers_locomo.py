@@ -71,7 +71,7 @@ from locomo_recall import (
 from machine import code_line
 
 from context_engine.config import Settings
-from context_engine.tiers import (
+from context_engine.memory.tiers import (
     TIERS,
     EntityHistory,
     TierPolicy,

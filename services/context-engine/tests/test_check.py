@@ -23,8 +23,8 @@ from engine_harness import (
 from falkordb_harness import cypher
 from sqlalchemy import text
 
-from context_engine.check import StoreChecker
 from context_engine.config import Settings
+from context_engine.pipeline.drift import StoreChecker
 from context_engine.vectors.base import point_id
 from her_os_shared.jsonl import append_records
 from her_os_shared.transcript import Segment, TranscriptPayload

@@ -17,9 +17,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from context_engine.chronicler import Chronicler, EventFilter, EventRing
 from context_engine.config import Settings
-from context_engine.db import create_engine
+from context_engine.observe.chronicler import Chronicler, EventFilter, EventRing
+from context_engine.store.db import create_engine
 from her_os_shared.events import ObservabilityEvent
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

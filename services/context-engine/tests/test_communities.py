@@ -15,18 +15,18 @@ from falkordb_harness import cypher, episode
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from context_engine import entity_store
-from context_engine.communities import (
-    detect_communities,
-    find_communities,
-    load_entity_graph,
-    match_communities,
-)
 from context_engine.config import Settings
 from context_engine.extract.base import Extraction
 from context_engine.extract.schema import ExtractedEntity, ExtractedRelation
 from context_engine.graph import KnowledgeGraph
 from context_engine.graph.base import GraphUnavailableError
+from context_engine.knowledge import entity_store
+from context_engine.memory.communities import (
+    detect_communities,
+    find_communities,
+    load_entity_graph,
+    match_communities,
+)
 
 pytest_plugins = ["falkordb_harness"]
 

@@ -14,7 +14,7 @@ from engine_harness import Engine, eventually, ingest, query, start_engine
 from scripted_llm_server import ScriptedError, schema_name, scripted_llm_server
 
 from context_engine.config import Settings
-from context_engine.daily import (
+from context_engine.memory.daily import (
     GENERATED_DETERMINISTIC,
     GENERATED_FALLBACK,
     LLM_SCHEMA_NAME,

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from context_engine import daily
-from context_engine.day_facts import DayFacts, SaidFact, assemble
-from context_engine.predicates import PREDICATES, change, statement
+from context_engine.extract.predicates import PREDICATES, change, statement
+from context_engine.memory import daily
+from context_engine.memory.day_facts import DayFacts, SaidFact, assemble
 
 # --- the verbaliser ------------------------------------------------------------------------
 

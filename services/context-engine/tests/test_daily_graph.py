@@ -20,9 +20,9 @@ import pytest
 import pytest_asyncio
 from engine_harness import Engine, graph_engine_settings, ingest, stages_done, start_graph_engine
 
-from context_engine import day_facts
 from context_engine.config import Settings
-from context_engine.daily import day_bounds
+from context_engine.memory import day_facts
+from context_engine.memory.daily import day_bounds
 from her_os_shared.jsonl import append_records
 from her_os_shared.transcript import Emotion, Segment, TranscriptPayload
 

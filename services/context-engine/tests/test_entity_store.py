@@ -13,12 +13,12 @@ from engine_harness import insert_session
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from context_engine import entity_store
-from context_engine.entities import get_entity, list_entities
 from context_engine.extract.base import Extraction
 from context_engine.extract.schema import ExtractedEntity, ExtractedRelation
 from context_engine.graph.base import InvalidatedFact
-from context_engine.migrate import upgrade
+from context_engine.knowledge import entity_store
+from context_engine.knowledge.entities import get_entity, list_entities
+from context_engine.store.migrate import upgrade
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from engine_harness import Engine, eventually, query, start_engine
 
-from context_engine.chronicler import EventFilter
 from context_engine.config import Settings
+from context_engine.observe.chronicler import EventFilter
 from her_os_shared.events import ObservabilityEvent
 from her_os_shared.jsonl import append_records, replace_records
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from context_engine.migrate import downgrade, upgrade
+from context_engine.store.migrate import downgrade, upgrade
 from her_os_shared.creatures import CREATURES, CreatureName
 
 T = datetime(2026, 5, 1, 10, tzinfo=UTC)

@@ -26,8 +26,8 @@ from engine_harness import (
 from residue import assert_no_residue, residue
 
 from context_engine.config import Settings
+from context_engine.privacy.voices import VoiceBank
 from context_engine.vectors.base import point_id
-from context_engine.voices import VoiceBank
 from her_os_shared.jsonl import append_records
 from her_os_shared.transcript import Overlap, Segment, TranscriptPayload
 

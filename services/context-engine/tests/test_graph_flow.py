@@ -136,8 +136,8 @@ async def test_sessions_become_a_graph_with_superseded_facts(
 
 
 async def _episode_and_extraction(engine: Engine, session_id: str) -> tuple[Any, Any, str]:
-    from context_engine import entity_store
     from context_engine.graph.base import SessionEpisode
+    from context_engine.knowledge import entity_store
 
     async with engine.runtime.db.main.connect() as conn:
         session = await entity_store.load_session_text(conn, session_id)

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from context_engine.ingest import Ingestor
+from context_engine.ingest.transcripts import Ingestor
 from her_os_shared.jsonl import append_records, encode_line
 from her_os_shared.transcript import Overlap, Segment, TranscriptPayload
 

@@ -20,10 +20,10 @@ from engine_harness import Engine, eventually, ingest
 from procrastinate.jobs import Job
 from sqlalchemy import text
 
-from context_engine import stages
 from context_engine.config import Settings
-from context_engine.jobs import Backoff
-from context_engine.stages import StageKey
+from context_engine.pipeline import stages
+from context_engine.pipeline.jobs import Backoff
+from context_engine.pipeline.stages import StageKey
 from her_os_shared.jsonl import append_records
 from her_os_shared.transcript import Segment, TranscriptPayload
 

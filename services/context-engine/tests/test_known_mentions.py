@@ -15,12 +15,12 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from context_engine.config import Settings
-from context_engine.entity_store import SessionText
 from context_engine.extract.base import Extraction
 from context_engine.extract.fast import FastExtractor
 from context_engine.extract.schema import EntityType, ExtractedEntity, SegmentText
-from context_engine.extraction import SessionStages, StageOutcome
-from context_engine.known_mentions import KnownEntity, find_known
+from context_engine.knowledge.entity_store import SessionText
+from context_engine.knowledge.known_mentions import KnownEntity, find_known
+from context_engine.pipeline.session_stages import SessionStages, StageOutcome
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 

@@ -26,8 +26,8 @@ from engine_harness import (
     write_conversation,
 )
 
-from context_engine.daily import reflection_payload
-from context_engine.memories import MAX_SEGMENT_CHARS, default_speaker, split_text
+from context_engine.ingest.memories import MAX_SEGMENT_CHARS, default_speaker, split_text
+from context_engine.memory.daily import reflection_payload
 from her_os_shared.jsonl import JsonlReader, append_records
 from her_os_shared.transcript import TranscriptPayload
 

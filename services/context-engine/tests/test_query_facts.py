@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from context_engine import query_facts
 from context_engine.graph.base import Fact
-from context_engine.query_facts import (
+from context_engine.knowledge import query_facts
+from context_engine.knowledge.query_facts import (
     Subject,
     _rank,
     _touching,

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from context_engine.query_facts import Knowledge
-from context_engine.retrieve import (
+from context_engine.knowledge.query_facts import Knowledge
+from context_engine.search.retrieve import (
     AllLegsFailedError,
     Candidate,
     ContextQuery,
@@ -231,7 +231,7 @@ async def engine_db(db_url: str):
     """An engine for the entities lookup results get (an empty, migrated database)."""
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    from context_engine.migrate import upgrade
+    from context_engine.store.migrate import upgrade
 
     await asyncio.to_thread(upgrade, db_url)
     eng = create_async_engine(db_url)

@@ -11,8 +11,8 @@ from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from context_engine.migrate import downgrade, upgrade
-from context_engine.models import Base
+from context_engine.store.migrate import downgrade, upgrade
+from context_engine.store.models import Base
 
 TABLES = {
     "sessions", "segments", "entities", "entity_mentions", "ingest_offsets",

@@ -17,11 +17,11 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from context_engine import tsquery
-from context_engine.bm25 import Bm25Leg, is_natural
-from context_engine.ingest import Ingestor
-from context_engine.retrieve import ContextQuery
-from context_engine.search_index import Changes, SegmentSearchIndex
+from context_engine.index import tsquery
+from context_engine.index.keyword import Changes, SegmentSearchIndex
+from context_engine.ingest.transcripts import Ingestor
+from context_engine.search.legs.keyword import Bm25Leg, is_natural
+from context_engine.search.retrieve import ContextQuery
 from her_os_shared.jsonl import append_records, encode_line
 from her_os_shared.transcript import Segment, TranscriptPayload
 

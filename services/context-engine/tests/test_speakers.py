@@ -15,7 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from context_engine.config import Settings
-from context_engine.speakers import KnownSpeakers, without_names
+from context_engine.knowledge.speakers import KnownSpeakers, without_names
 
 T0 = datetime(2025, 6, 1, 10, 0, tzinfo=UTC)
 NAMES = frozenset({"Caroline", "Melanie", "Ana Lu", "Ana"})

@@ -11,9 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from context_engine.config import Settings
-from context_engine.retrieve import FusionParams
-from context_engine.retrieve import decay as retrieval_decay
-from context_engine.tiers import (
+from context_engine.memory.tiers import (
     EntityHistory,
     TierPolicy,
     classify_tier,
@@ -21,6 +19,8 @@ from context_engine.tiers import (
     is_contradicted,
     salience,
 )
+from context_engine.search.retrieve import FusionParams
+from context_engine.search.retrieve import decay as retrieval_decay
 
 DAY0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 P = TierPolicy()

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from context_engine import watcher as watcher_module
-from context_engine.watcher import TranscriptWatcher
+from context_engine.ingest import watcher as watcher_module
+from context_engine.ingest.watcher import TranscriptWatcher
 
 DEBOUNCE = 0.15
 MAX_DELAY = 0.5

@@ -27,7 +27,7 @@ class Settings(ServiceSettings):
     events_pool_size: int = Field(default=2, ge=1)
     health_timeout_s: float = Field(default=2.0, gt=0)
     # Apply Alembic migrations at start-up (off when an operator runs them separately:
-    # `python -m context_engine.migrate`).
+    # `python -m context_engine.store.migrate`).
     migrate_on_start: bool = True
     # Longest wait between migration attempts while PostgreSQL is unreachable.
     migrate_retry_max_s: float = Field(default=30.0, gt=0)

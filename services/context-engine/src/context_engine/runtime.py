@@ -13,34 +13,34 @@ from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from context_engine.bm25 import Bm25Leg
-from context_engine.check import StoreChecker
-from context_engine.chronicler import Chronicler
 from context_engine.config import Settings
-from context_engine.consolidate import Consolidator
-from context_engine.db import Databases, create_databases, ping
 from context_engine.embed import make_embedder
 from context_engine.embed.observed import ObservedEmbedder
-from context_engine.embedding import SegmentEmbedding
-from context_engine.entity_embedding import EntityEmbedding
-from context_engine.event_files import EventFileReader
-from context_engine.extraction import SessionStages, make_extractor
-from context_engine.forget import ForgetParts, Forgetter
-from context_engine.graph_leg import GraphLeg
-from context_engine.health import Health, Outcomes, Probe
-from context_engine.health import check as check_health
-from context_engine.ingest import Ingestor
-from context_engine.jobs import STALLED_AFTER_S, JobQueue, run_forever
-from context_engine.migrate import migrate_until_done
-from context_engine.query_facts import QueryFacts
-from context_engine.recorder import EventRecorder
-from context_engine.retrieve import FusionParams, RetrievalLeg, Retriever
-from context_engine.search_index import Changes, SegmentSearchIndex
-from context_engine.speakers import KnownSpeakers
-from context_engine.vector_leg import VectorLeg
+from context_engine.index.entity_vectors import EntityEmbedding
+from context_engine.index.keyword import Changes, SegmentSearchIndex
+from context_engine.index.segment_vectors import SegmentEmbedding
+from context_engine.ingest.event_files import EventFileReader
+from context_engine.ingest.transcripts import Ingestor
+from context_engine.ingest.watcher import TranscriptWatcher
+from context_engine.knowledge.query_facts import QueryFacts
+from context_engine.knowledge.speakers import KnownSpeakers
+from context_engine.memory.consolidate import Consolidator
+from context_engine.observe.chronicler import Chronicler
+from context_engine.observe.health import Health, Outcomes, Probe
+from context_engine.observe.health import check as check_health
+from context_engine.observe.recorder import EventRecorder
+from context_engine.pipeline.drift import StoreChecker
+from context_engine.pipeline.jobs import STALLED_AFTER_S, JobQueue, run_forever
+from context_engine.pipeline.session_stages import SessionStages, make_extractor
+from context_engine.privacy.forget import ForgetParts, Forgetter
+from context_engine.privacy.voices import VoiceBank
+from context_engine.search.legs.graph import GraphLeg
+from context_engine.search.legs.keyword import Bm25Leg
+from context_engine.search.legs.vector import VectorLeg
+from context_engine.search.retrieve import FusionParams, RetrievalLeg, Retriever
+from context_engine.store.db import Databases, create_databases, ping
+from context_engine.store.migrate import migrate_until_done
 from context_engine.vectors.base import make_vector_store
-from context_engine.voices import VoiceBank
-from context_engine.watcher import TranscriptWatcher
 from her_os_shared.creatures import CreatureName
 from her_os_shared.logging import get_logger
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from context_engine.embed.base import Embedder
-from context_engine.health import Outcomes
+from context_engine.observe.health import Outcomes
 
 LAYER = "embedder"
 

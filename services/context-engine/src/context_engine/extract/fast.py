@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from context_engine import predicates
+from context_engine.extract import predicates
 from context_engine.extract.base import Extraction
 from context_engine.extract.emotion import emotion_of, names_a_feeling
 from context_engine.extract.patterns import (

@@ -36,8 +36,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from context_engine.extract.patterns import MAX_EVIDENCE, not_a_name
+from context_engine.extract.predicates import is_single_valued
 from context_engine.extract.schema import ExtractedRelation
-from context_engine.predicates import is_single_valued
 from her_os_shared.dates import iso_day, resolve
 from her_os_shared.logging import get_logger
 

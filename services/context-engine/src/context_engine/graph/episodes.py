@@ -52,6 +52,7 @@ from graphiti_core.search.search_filters import SearchFilters
 from graphiti_core.utils.maintenance import edge_operations
 from pydantic import BaseModel, ValidationError
 
+from context_engine.extract.predicates import PREDICATES
 from context_engine.graph.base import (
     GraphLLMError,
     GraphUnavailableError,
@@ -63,7 +64,6 @@ from context_engine.graph.driver import run, unavailable_errors
 from context_engine.graph.facts import edge_name
 from context_engine.graph.query import at_or_before
 from context_engine.graph.store import session_episode_name, session_of_episode_name, utc
-from context_engine.predicates import PREDICATES
 from her_os_shared.creatures import engine_llm_creature
 
 if TYPE_CHECKING:

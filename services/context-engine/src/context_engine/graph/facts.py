@@ -1,5 +1,6 @@
 """The writer's vocabulary: predicates, graphiti edge names, readable fact sentences, node
-types and deterministic uuids. The predicates themselves are in context_engine/predicates.py.
+types and deterministic uuids. The predicates themselves are in
+context_engine/extract/predicates.py.
 
 - A relation's predicate is normalised to ours: snake_case ("ex spouse" → "ex_spouse"), an
   LLM's synonym mapped ("WORKS_FOR" → "works_at"); its graphiti edge name is the upper-case
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import uuid
 
-from context_engine import predicates
+from context_engine.extract import predicates
 from context_engine.extract.schema import canonical_name
 
 # uuid5 namespace of every id the writer derives (fixed forever: ids must not change).

@@ -40,8 +40,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 
-from context_engine.extract.schema import canonical_name
-from context_engine.predicates import (
+from context_engine.extract.predicates import (
     CATEGORY_SCOPED,
     PREDICATES,
     SINGLE_VALUED,
@@ -50,6 +49,7 @@ from context_engine.predicates import (
     Predicate,
     spec,
 )
+from context_engine.extract.schema import canonical_name
 
 
 @dataclass(slots=True)

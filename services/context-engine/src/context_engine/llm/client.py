@@ -28,7 +28,7 @@ from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
     from context_engine.config import Settings
-    from context_engine.recorder import EventRecorder
+    from context_engine.observe.recorder import EventRecorder
 
 log = get_logger(__name__)
 

@@ -11,7 +11,7 @@ from her_os_shared.creatures import engine_llm_creature
 
 if TYPE_CHECKING:
     from context_engine.llm.client import LLMClient
-    from context_engine.recorder import EventRecorder
+    from context_engine.observe.recorder import EventRecorder
 
 
 class ObservedLLM:

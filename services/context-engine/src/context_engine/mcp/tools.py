@@ -32,7 +32,7 @@ from context_engine.mcp.results import (
     SearchMemoryResult,
     StatusResult,
 )
-from context_engine.tiers import Tier
+from context_engine.memory.tiers import Tier
 from her_os_shared.ids import ID_PATTERN, SafeId
 
 ApiFactory = Callable[[], MemoryApi]

@@ -9,9 +9,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, Response
 
-from context_engine.consolidate import get_run, list_runs, tier_stats
+from context_engine.memory.consolidate import get_run, list_runs, tier_stats
 from context_engine.routes.deps import PG_BIGINT_MAX, RuntimeDep, as_of_or_now
-from context_engine.schemas import ConsolidationRunOut, ConsolidationRunPage, TierStats
+from context_engine.routes.schemas import ConsolidationRunOut, ConsolidationRunPage, TierStats
 
 router = APIRouter(tags=["memory tiers"])
 

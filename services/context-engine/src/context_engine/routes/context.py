@@ -7,10 +7,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
 
-from context_engine.retrieve import AllLegsFailedError, ContextQuery, UnknownLegsError
+from context_engine.memory.tiers import TIERS, Tier
 from context_engine.routes.deps import RuntimeDep, as_of_or_now
-from context_engine.schemas import ContextItem, ContextResponse
-from context_engine.tiers import TIERS, Tier
+from context_engine.routes.schemas import ContextItem, ContextResponse
+from context_engine.search.retrieve import AllLegsFailedError, ContextQuery, UnknownLegsError
 
 router = APIRouter(tags=["retrieval"])
 

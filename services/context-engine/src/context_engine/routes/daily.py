@@ -7,10 +7,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
 
-from context_engine.daily import FutureDayError, local_today, reflect_once
 from context_engine.llm.errors import LLMConfigError
+from context_engine.memory.daily import FutureDayError, local_today, reflect_once
 from context_engine.routes.deps import RuntimeDep
-from context_engine.schemas import DailyReflectionPage
+from context_engine.routes.schemas import DailyReflectionPage
 
 router = APIRouter(tags=["daily"])
 

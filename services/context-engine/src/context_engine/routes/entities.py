@@ -8,15 +8,15 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query
 
-from context_engine.entities import (
+from context_engine.knowledge.entities import (
     EntitySearchUnavailable,
     get_entity,
     list_entities,
     nearest_entities,
 )
-from context_engine.profile import entity_profile
+from context_engine.knowledge.profile import entity_profile
 from context_engine.routes.deps import PG_BIGINT_MAX, RuntimeDep, as_of_or_now, either
-from context_engine.schemas import EntityDetail, EntityPage, EntityProfile, EntitySearchPage
+from context_engine.routes.schemas import EntityDetail, EntityPage, EntityProfile, EntitySearchPage
 
 router = APIRouter(tags=["entities"])
 

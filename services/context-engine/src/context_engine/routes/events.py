@@ -17,16 +17,16 @@ from fastapi import APIRouter, Body, Depends, Header, HTTPException, Query, Requ
 from pydantic import Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from context_engine.chronicler import EventFilter, sse_stream
+from context_engine.observe.chronicler import EventFilter, sse_stream
 from context_engine.routes.deps import either, get_runtime, invalid_query
-from context_engine.runtime import Runtime
-from context_engine.schemas import (
+from context_engine.routes.schemas import (
     MAX_EMIT_EVENTS,
     EmitEvents,
     EmitRequest,
     EmitResponse,
     EventPage,
 )
+from context_engine.runtime import Runtime
 from her_os_shared.creatures import CREATURES, Service
 from her_os_shared.events import EventType
 from her_os_shared.ids import ID_PATTERN

@@ -12,7 +12,7 @@ from fastapi import APIRouter, HTTPException, Path, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from context_engine.forget import MIN_NAME_CHARS, ForgetError, Target
+from context_engine.privacy.forget import MIN_NAME_CHARS, ForgetError, Target
 from context_engine.routes.deps import RuntimeDep, SessionIdPath
 from context_engine.routes.entities import EntityId
 from context_engine.runtime import Runtime

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query
 
-from context_engine import graph_view
 from context_engine.graph.base import GraphError
+from context_engine.knowledge import graph_view
 from context_engine.routes.deps import RuntimeDep, as_of_or_now
+from context_engine.routes.schemas import FactPage, GraphEntityResponse
 from context_engine.runtime import Runtime
-from context_engine.schemas import FactPage, GraphEntityResponse
 
 if TYPE_CHECKING:
     from context_engine.graph.knowledge import KnowledgeGraph

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from fastapi import APIRouter, HTTPException
 
 from context_engine.routes.deps import RuntimeDep, SessionIdPath
-from context_engine.schemas import IngestResponse
+from context_engine.routes.schemas import IngestResponse
 
 router = APIRouter(tags=["ingestion"])
 

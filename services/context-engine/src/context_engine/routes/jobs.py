@@ -8,7 +8,7 @@ from fastapi import APIRouter, HTTPException, Path, Query
 from procrastinate.exceptions import AlreadyEnqueued
 
 from context_engine.routes.deps import PG_BIGINT_MAX, RuntimeDep
-from context_engine.schemas import JobOut, JobPage
+from context_engine.routes.schemas import JobOut, JobPage
 
 router = APIRouter(tags=["operations"])
 

@@ -9,10 +9,10 @@ from pathlib import Path
 from fastapi import APIRouter, BackgroundTasks
 from fastapi.exceptions import RequestValidationError
 
-from context_engine.ingest import Ingestor
-from context_engine.memories import InvalidMemoryError, default_speaker, write_memory
+from context_engine.ingest.memories import InvalidMemoryError, default_speaker, write_memory
+from context_engine.ingest.transcripts import Ingestor
 from context_engine.routes.deps import RuntimeDep
-from context_engine.schemas import AddMemory, MemoryAdded
+from context_engine.routes.schemas import AddMemory, MemoryAdded
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)

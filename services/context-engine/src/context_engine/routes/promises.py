@@ -6,9 +6,9 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query
 
-from context_engine.promises import list_promises, mark_fulfilled
+from context_engine.memory.promises import list_promises, mark_fulfilled
 from context_engine.routes.deps import PG_BIGINT_MAX, RuntimeDep
-from context_engine.schemas import PromiseOut, PromisePage
+from context_engine.routes.schemas import PromiseOut, PromisePage
 
 router = APIRouter(tags=["promises"])
 

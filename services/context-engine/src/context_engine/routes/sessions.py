@@ -7,9 +7,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
 
-from context_engine import sessions
+from context_engine.ingest import sessions
 from context_engine.routes.deps import PG_BIGINT_MAX, RuntimeDep, SessionIdPath
-from context_engine.schemas import SessionDetail, SessionPage
+from context_engine.routes.schemas import SessionDetail, SessionPage
 
 router = APIRouter(tags=["sessions"])
 

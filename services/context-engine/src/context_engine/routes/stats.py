@@ -6,9 +6,9 @@ from fastapi import APIRouter
 from sqlalchemy import text
 
 from context_engine.routes.deps import RuntimeDep
+from context_engine.routes.schemas import StatsResponse
 from context_engine.runtime import Runtime
-from context_engine.schemas import StatsResponse
-from context_engine.stats import engine_stats
+from context_engine.store.stats import engine_stats
 
 router = APIRouter(tags=["operations"])
 

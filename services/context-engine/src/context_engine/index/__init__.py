@@ -1,0 +1,1 @@
+"""The search indexes: the keyword index (Tantivy) and the segment and entity vectors."""

@@ -1,0 +1,1 @@
+"""Memory over time: tiers and their consolidation, communities, promises, the daily reflection."""

@@ -1,0 +1,3 @@
+"""Observability: the chronicler (every event, its ring, SSE and storage), the engine's event
+recorder, and what /health knows.
+"""

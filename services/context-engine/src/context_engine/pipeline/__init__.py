@@ -1,0 +1,3 @@
+"""Durable work: the procrastinate jobs, the session stages (finalise, extract, graph, embed),
+drift checks.
+"""

@@ -1,0 +1,1 @@
+"""/v1/context: the query, the legs (keyword, vector, graph) and their fusion."""

@@ -1,0 +1,1 @@
+"""The retrieval legs, one module each: keyword (BM25), vector, graph."""

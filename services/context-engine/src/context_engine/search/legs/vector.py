@@ -1,0 +1,91 @@
+"""The vector leg of retrieval (shark): the query embedded by the same model as the stored
+segments, the nearest segments in the current space spoken by `as_of` (and inside the
+window), re-checked in PostgreSQL (still stored, not replaced by a sweep). Score: the mean of the
+query's cosines to the segment's two documents (embedding.py).
+
+The query is embedded without the names of the memory's speakers (speakers.py): the speaker
+prior weighs who is named, the vector searches what was said."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from datetime import timedelta
+
+import numpy as np
+
+from context_engine.index.segment_vectors import SegmentEmbedding
+from context_engine.knowledge.speakers import KnownSpeakers, without_names
+from context_engine.search.retrieve import Candidate, ContextQuery, fetch_active
+from her_os_shared.creatures import CreatureName
+from her_os_shared.logging import get_logger
+
+log = get_logger(__name__)
+
+# Extra hits asked of the index for those PostgreSQL no longer has as active.
+SLACK = 10
+# Query vectors kept (least recently used dropped): a repeated question (a session briefing,
+# a client polling) skips the model, which costs more than the rest of the leg on a CPU.
+QUERY_CACHE = 512
+
+
+class VectorLeg:
+    name = "vector"
+    creature = CreatureName.SHARK
+
+    def __init__(
+        self,
+        embedding: SegmentEmbedding,
+        *,
+        cache_size: int = QUERY_CACHE,
+        speakers: KnownSpeakers | None = None,
+    ) -> None:
+        self.embedding = embedding
+        self.speakers = speakers
+        self.cache_size = cache_size
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    async def query_vector(self, text: str) -> np.ndarray:
+        """The query's vector, from the cache when the same text was asked recently."""
+        vector = self._vectors.get(text)
+        if vector is not None:
+            self._vectors.move_to_end(text)
+            return vector
+        vector = await self.embedding.embedder.embed_query(text)
+        self._vectors[text] = vector
+        if len(self._vectors) > self.cache_size:
+            self._vectors.popitem(last=False)
+        return vector
+
+    async def query_text(self, query: str) -> str:
+        """What is embedded for `query`: without the speakers' names (when configured)."""
+        if self.speakers is None:
+            return query
+        try:
+            names = await self.speakers.names()
+        except Exception as exc:  # the names only sharpen the query; search without them
+            log.warning("vector_leg.speakers_failed", error=repr(exc)[:300])
+            return query
+        return without_names(query, names)
+
+    async def search(self, q: ContextQuery, k: int) -> list[Candidate]:
+        if not self.embedding.opened:
+            raise RuntimeError("the vector index is not open yet")
+        since = None if q.hours_back is None else q.as_of - timedelta(hours=q.hours_back)
+        vector = await self.query_vector(await self.query_text(q.query))
+        hits = await self.embedding.store.search(
+            self.embedding.search_space,
+            vector,
+            k + SLACK,
+            kind="segment",
+            spoken_before=q.as_of,
+            spoken_after=since,
+        )
+        keys = [(str(h.key[0]), str(h.key[1])) for h in hits]
+        async with self.embedding.engine.connect() as conn:
+            rows = await fetch_active(conn, keys, q.as_of, since)
+        out = []
+        for key, hit in zip(keys, hits, strict=True):
+            r = rows.get(key)
+            if r is not None:
+                out.append(Candidate(*key, r.text, r.speaker, r.spoken_at, hit.score))
+        return out[:k]

@@ -1,0 +1,1 @@
+"""PostgreSQL: the two pools, the schema and its migrations, the stats queries."""
