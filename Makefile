@@ -52,6 +52,7 @@ test: lint test-dashboard test-python
 lint: setup
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
+	$(RUN) lint-imports --no-cache services/context-engine/pyproject.toml
 
 test-python: setup setup-node
 	$(RUN) pytest

@@ -14,14 +14,13 @@ from engine_harness import Engine, eventually, ingest, query, start_engine
 from scripted_llm_server import ScriptedError, schema_name, scripted_llm_server
 
 from context_engine.config import Settings
+from context_engine.ingest.session_kinds import REFLECTION_DEVICE, is_reflection
 from context_engine.memory.daily import (
     GENERATED_DETERMINISTIC,
     GENERATED_FALLBACK,
     LLM_SCHEMA_NAME,
-    REFLECTION_DEVICE,
     REFLECTION_SPEAKER,
     day_bounds,
-    is_reflection,
     local_today,
 )
 from her_os_shared.jsonl import append_records

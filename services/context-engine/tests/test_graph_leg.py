@@ -11,8 +11,9 @@ import pytest
 from engine_harness import Engine, eventually, ingest, query, start_engine, write_conversation
 
 from context_engine.config import Settings
-from context_engine.search.legs.graph import GraphLeg, query_ngrams
-from context_engine.search.retrieve import ContextQuery
+from context_engine.knowledge.names import query_ngrams
+from context_engine.search.legs.graph import GraphLeg
+from context_engine.search.query import ContextQuery
 
 pytestmark = pytest.mark.platform
 

@@ -13,10 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from context_engine.knowledge.query_facts import Knowledge
+from context_engine.search.query import Candidate, ContextQuery
 from context_engine.search.retrieve import (
     AllLegsFailedError,
-    Candidate,
-    ContextQuery,
     FusionParams,
     Retriever,
     UnknownLegsError,

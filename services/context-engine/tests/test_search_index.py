@@ -21,7 +21,7 @@ from context_engine.index import tsquery
 from context_engine.index.keyword import Changes, SegmentSearchIndex
 from context_engine.ingest.transcripts import Ingestor
 from context_engine.search.legs.keyword import Bm25Leg, is_natural
-from context_engine.search.retrieve import ContextQuery
+from context_engine.search.query import ContextQuery
 from her_os_shared.jsonl import append_records, encode_line
 from her_os_shared.transcript import Segment, TranscriptPayload
 

@@ -23,7 +23,7 @@ from context_engine.config import Settings
 from context_engine.embed.base import Embedder
 from context_engine.index.segment_vectors import SegmentEmbedding
 from context_engine.search.legs.vector import VectorLeg
-from context_engine.search.retrieve import ContextQuery
+from context_engine.search.query import ContextQuery
 from context_engine.vectors.base import SpaceName, VectorPoint
 from context_engine.vectors.edge import EdgeVectorStore
 

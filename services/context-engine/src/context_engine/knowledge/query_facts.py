@@ -2,7 +2,7 @@
 entities a query names, for `/v1/context` (its `facts`, `about` and ranking) and the entity
 profile.
 
-1. Subjects: the entities the query names (graph_leg.recognise: word n-grams against the
+1. Subjects: the entities the query names (names.recognise: word n-grams against the
    entities' canonical names) and, when the query says "I", "me", "my" (or "mine",
    "myself"), the owner — the `me` of the request, else the configured owner, else the named
    speaker heard most lately (speakers.KnownSpeakers.owner).
@@ -39,7 +39,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -49,9 +49,8 @@ from context_engine.extract.schema import canonical_name
 from context_engine.graph.base import Fact
 from context_engine.graph.facts import SPEECH_ACTS
 from context_engine.knowledge.graph_view import with_sources
+from context_engine.knowledge.names import query_ngrams, recognise
 from context_engine.knowledge.speakers import KnownSpeakers
-from context_engine.search.legs.graph import query_ngrams, recognise
-from context_engine.search.retrieve import ContextQuery
 
 if TYPE_CHECKING:
     from context_engine.graph.knowledge import KnowledgeGraph
@@ -64,6 +63,18 @@ _EMPTY = frozenset(
     "about that "
     "this with for from have has had still now any there their they them is it its".split()
 )
+
+
+class AskedQuery(Protocol):
+    """What a lookup reads of a search request (search.query.ContextQuery is one): the words,
+    the time they are asked as of, and who "I" is."""
+
+    @property
+    def query(self) -> str: ...
+    @property
+    def as_of(self) -> datetime: ...
+    @property
+    def me(self) -> str | None: ...
 
 
 def says_first_person(query: str) -> bool:
@@ -245,7 +256,7 @@ class QueryFacts:
         out += [Subject(r.id, r.type, r.name, r.tier) for r in named if r.id not in seen]
         return out
 
-    async def lookup(self, q: ContextQuery) -> Knowledge:
+    async def lookup(self, q: AskedQuery) -> Knowledge:
         about = await self.subjects(q.query, q.me)
         if not about or not self.available:
             return Knowledge(about=about)

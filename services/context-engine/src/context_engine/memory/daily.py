@@ -54,8 +54,10 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from context_engine.llm.client import LLMClient, make_llm_client
+from context_engine.ingest.session_kinds import REFLECTION_DEVICE, reflection_session_id
+from context_engine.llm.client import LLMClient
 from context_engine.llm.errors import LLMError, LLMOutputError
+from context_engine.llm.factory import make_llm_client
 from context_engine.llm.parse import parse_json_payload, snippet
 from context_engine.memory import day_facts, promises
 from context_engine.observe.recorder import EventRecorder
@@ -73,8 +75,6 @@ log = get_logger(__name__)
 # Bump when what a reflection says changes: every day is written again when next asked.
 DAILY_VERSION = 2
 CREATURE = CreatureName.PHOENIX  # the design's daily-reflection creature
-REFLECTION_PREFIX = "reflection-"
-REFLECTION_DEVICE = "her-os-reflection"
 REFLECTION_SPEAKER = "her-os reflection"
 REFLECTION_STT = "her-os-reflection"
 LLM_SCHEMA_NAME = "daily_reflection"
@@ -93,27 +93,6 @@ IngestFile = Callable[[Path], Awaitable[Any]]
 
 class FutureDayError(ValueError):
     """The day has not begun yet in the configured timezone."""
-
-
-def reflection_session_id(day: date) -> str:
-    return f"{REFLECTION_PREFIX}{day.isoformat()}"
-
-
-def is_reflection(session_id: str, device_id: str) -> bool:
-    """A session this module wrote: both its id prefix and its device say so (a user's own
-    session that happens to be called "reflection-…" is not one)."""
-    return session_id.startswith(REFLECTION_PREFIX) and device_id == REFLECTION_DEVICE
-
-
-async def is_reflection_session(conn: AsyncConnection, session_id: str) -> bool:
-    if not session_id.startswith(REFLECTION_PREFIX):
-        return False
-    device = (
-        await conn.execute(
-            text("SELECT device_id FROM sessions WHERE session_id = :sid"), {"sid": session_id}
-        )
-    ).scalar()
-    return device is not None and is_reflection(session_id, device)
 
 
 def local_today(timezone: str, now: datetime | None = None) -> date:

@@ -38,6 +38,7 @@ from typing import Any, Literal
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from context_engine.ingest.session_kinds import NOT_REFLECTION_SQL
 from context_engine.observe.recorder import EventRecorder
 from her_os_shared.creatures import CreatureName
 from her_os_shared.logging import get_logger
@@ -51,7 +52,7 @@ MANUAL_EVIDENCE = "marked kept by hand"
 # Sessions `s` that are not daily reflections (daily.py: their device and id prefix). The one
 # spelling of the rule in SQL, for this module and daily.py: reflections restate open
 # promises (they never fulfil one) and are never a reflection's input.
-REFLECTION_FILTER = "NOT (s.device_id = 'her-os-reflection' AND s.session_id LIKE 'reflection-%')"
+REFLECTION_FILTER = NOT_REFLECTION_SQL
 
 # --- words ---------------------------------------------------------------------------------
 

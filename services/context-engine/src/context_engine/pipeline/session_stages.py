@@ -24,8 +24,8 @@ from context_engine.config import Settings
 from context_engine.extract.base import Extractor
 from context_engine.graph.base import SessionEpisode
 from context_engine.ingest import sessions
+from context_engine.ingest.session_kinds import is_reflection_session
 from context_engine.knowledge import entity_store, known_mentions
-from context_engine.memory.daily import is_reflection_session
 from context_engine.observe.recorder import EventRecorder
 from context_engine.pipeline import stages
 from context_engine.pipeline.stages import StageKey

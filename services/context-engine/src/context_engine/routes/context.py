@@ -10,7 +10,8 @@ from fastapi import APIRouter, HTTPException, Query
 from context_engine.memory.tiers import TIERS, Tier
 from context_engine.routes.deps import RuntimeDep, as_of_or_now
 from context_engine.routes.schemas import ContextItem, ContextResponse
-from context_engine.search.retrieve import AllLegsFailedError, ContextQuery, UnknownLegsError
+from context_engine.search.query import ContextQuery
+from context_engine.search.retrieve import AllLegsFailedError, UnknownLegsError
 
 router = APIRouter(tags=["retrieval"])
 

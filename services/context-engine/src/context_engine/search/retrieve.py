@@ -1,6 +1,6 @@
 """Retrieval for `/v1/context`: legs search, fusion ranks, results carry their entities.
 
-A leg (bm25.py, graph_leg.py; the vector leg with the vector index) returns scored candidates
+A leg (legs/: keyword, vector, graph; their interface in query.py) returns scored candidates
 for a query "as of" a time. Legs run concurrently, each under its own timeout; a leg that
 fails or is too slow is left out and its status says so (`legs: {"bm25": "ok",
 "graph": "timeout"}`): one layer's failure degrades retrieval, never the whole answer.
@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal
 
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -37,6 +37,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from context_engine.memory.tiers import TIERS, Tier
 from context_engine.memory.tiers import decay as shared_decay
 from context_engine.observe.recorder import EventRecorder
+from context_engine.search.query import (
+    Candidate,
+    ContextQuery,
+    LegStatus,
+    RankingsLeg,
+    RetrievalLeg,
+)
 from context_engine.store.models import Entity, EntityMention
 from her_os_shared.creatures import CreatureName
 from her_os_shared.logging import get_logger
@@ -46,33 +53,7 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
-LegStatus = Literal["ok", "timeout", "error"]
 KnowledgeStatus = Literal["ok", "timeout", "error", "off"]
-
-
-@dataclass(frozen=True, slots=True)
-class ContextQuery:
-    query: str
-    limit: int
-    as_of: datetime
-    hours_back: float | None = None
-    # Run only these legs (names of configured legs); None = every configured leg.
-    legs: frozenset[str] | None = None
-    # Only segments of these memory tiers; None = every tier.
-    tiers: frozenset[Tier] | None = None
-    # Who "I", "me" and "my" in the query are (None: the engine's owner; query_facts.py).
-    me: str | None = None
-
-
-@dataclass(slots=True)
-class Candidate:
-    session_id: str
-    segment_id: str
-    text: str
-    speaker: str
-    spoken_at: datetime
-    score: float
-    legs: dict[str, float] = field(default_factory=dict)
 
 
 # The highest tier among the entities each segment mentions (current mentions only).
@@ -100,53 +81,6 @@ async def segment_tiers(
         _SEGMENT_TIERS, {"sids": [s for s, _ in keys], "gids": [g for _, g in keys]}
     )
     return {(r.session_id, r.segment_id): TIERS[r.rank] for r in rows}
-
-
-# Hits of a leg's own index, re-checked in PostgreSQL: still stored, still active (not
-# replaced by a sweep), spoken by as_of and inside the window.
-_FETCH_ACTIVE = text(
-    """
-    SELECT s.session_id, s.segment_id, s.text, s.speaker, s.spoken_at
-    FROM segments s
-    JOIN unnest(CAST(:sids AS text[]), CAST(:gids AS text[])) AS k(sid, gid)
-      ON s.session_id = k.sid AND s.segment_id = k.gid
-    WHERE s.replaced_by IS NULL AND s.spoken_at <= :as_of
-      AND (CAST(:since AS timestamptz) IS NULL OR s.spoken_at >= CAST(:since AS timestamptz))
-    """
-)
-
-
-async def fetch_active(
-    conn: AsyncConnection, keys: list[tuple[str, str]], as_of: datetime, since: datetime | None
-) -> dict[tuple[str, str], Any]:
-    """The rows of those (session, segment) keys that a search as of `as_of` may return."""
-    if not keys:
-        return {}
-    rows = await conn.execute(
-        _FETCH_ACTIVE,
-        {
-            "sids": [s for s, _ in keys],
-            "gids": [g for _, g in keys],
-            "as_of": as_of,
-            "since": since,
-        },
-    )
-    return {(r.session_id, r.segment_id): r for r in rows}
-
-
-class RetrievalLeg(Protocol):
-    name: str
-    creature: str
-
-    async def search(self, q: ContextQuery, k: int) -> list[Candidate]: ...
-
-
-@runtime_checkable
-class RankingsLeg(RetrievalLeg, Protocol):
-    """A leg that ranks by more than one document of a segment: inside a fused request it
-    returns each ranking by name (its own first), each weighed by fusion on its own."""
-
-    async def rankings(self, q: ContextQuery, k: int) -> dict[str, list[Candidate]]: ...
 
 
 class AllLegsFailedError(RuntimeError):

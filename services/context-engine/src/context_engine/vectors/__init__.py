@@ -16,9 +16,9 @@ from context_engine.vectors.base import (
     VectorStoreConfigError,
     VectorStoreError,
     VectorStoreUnavailable,
-    make_vector_store,
     point_id,
 )
+from context_engine.vectors.factory import make_vector_store
 
 __all__ = [
     "KINDS",

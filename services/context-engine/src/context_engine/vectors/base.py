@@ -1,4 +1,4 @@
-"""The vector-store interface both backends implement, and `make_vector_store(settings)`.
+"""The vector-store interface both backends implement (`make_vector_store` is in factory.py).
 
 A *space* holds the vectors of one embedding model at one dimension, compared by one distance
 (`SpaceName`): a Qdrant collection, or one Qdrant Edge shard, named `{prefix}_{model}_{dim}`
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 import numpy as np
 
 if TYPE_CHECKING:
-    from context_engine.config import Settings
+    pass
 
 Kind = Literal["segment", "entity"]
 KINDS: tuple[Kind, ...] = ("segment", "entity")
@@ -399,32 +399,3 @@ class VectorStore(ABC):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-def make_vector_store(settings: Settings) -> VectorStore:
-    """The store the settings choose (`vector_backend`: "edge" or "qdrant")."""
-    prefix = settings.qdrant_collection_prefix
-    if settings.vector_backend == "edge":
-        from context_engine.vectors.edge import EdgeVectorStore
-
-        return EdgeVectorStore(settings.vector_dir, prefix=prefix)
-    if settings.vector_backend == "qdrant":
-        if not settings.qdrant_url:
-            raise VectorStoreConfigError(
-                "vector_backend is 'qdrant' but no Qdrant server URL is set: set "
-                f"{settings.env_name('qdrant_url')} (e.g. http://qdrant:6333), or "
-                f"{settings.env_name('vector_backend')}=edge for the embedded store"
-            )
-        # Imported here: qdrant-client is only needed when a server is configured.
-        from context_engine.vectors.qdrant import QdrantVectorStore
-
-        key = settings.qdrant_api_key
-        return QdrantVectorStore(
-            url=settings.qdrant_url,
-            api_key=key.get_secret_value() if key is not None else None,
-            prefix=prefix,
-        )
-    raise VectorStoreConfigError(  # pragma: no cover (Settings validates the literal)
-        f"unknown vector backend {settings.vector_backend!r}; set "
-        f"{settings.env_name('vector_backend')}"
-    )

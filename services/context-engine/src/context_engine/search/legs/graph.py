@@ -1,8 +1,8 @@
 """The graph leg of retrieval (squid): entities named in the query → the facts about them
 in the knowledge graph and the segments behind those facts and mentions.
 
-1. Recognition: the query's word n-grams (1–4 words, case-folded) looked up among the
-   entities' canonical names (an index lookup, no scan); the names of people, places,
+1. Recognition (knowledge/names.py): the query's word n-grams (1–4 words, case-folded) looked
+   up among the entities' canonical names (an index lookup, no scan); the names of people, places,
    organisations, events and topics only — a question's "what" is not an entity. Each
    recognised entity weighs by how specific it is: log(sessions / sessions mentioning it),
    so the owner's own name (in every session) counts for little and a rare place for much.
@@ -19,16 +19,14 @@ PostgreSQL, and says so in the log.
 from __future__ import annotations
 
 import asyncio
-import re
-from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from context_engine.extract.schema import canonical_name
-from context_engine.search.retrieve import Candidate, ContextQuery, fetch_active
+from context_engine.knowledge.names import query_ngrams, recognise
+from context_engine.search.query import Candidate, ContextQuery, fetch_active
 from her_os_shared.creatures import CreatureName
 from her_os_shared.logging import get_logger
 
@@ -37,19 +35,6 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
-NAMED_TYPES = ("person", "place", "organization", "event", "topic")
-_WORD = re.compile(r"[\w'’-]+", re.UNICODE)
-
-_RECOGNISE = text(
-    """
-    SELECT e.id, e.type, e.name, e.canonical_name, e.episode_count, e.tier,
-           greatest(ln((n.sessions + 1.0) / (e.episode_count + 0.5)), 0.05) AS weight
-    FROM entities e, (SELECT count(*) AS sessions FROM sessions) n
-    WHERE e.canonical_name = ANY(CAST(:names AS text[])) AND e.type = ANY(CAST(:types AS text[]))
-      AND e.episode_count > 0
-    ORDER BY e.episode_count, e.id LIMIT :limit
-    """
-)
 # Mentioned segments scored by the summed weights of the entities they mention.
 _MENTIONS = text(
     """
@@ -65,31 +50,6 @@ _MENTIONS = text(
     LIMIT :k
     """
 )
-
-
-def query_ngrams(query: str, max_words: int = 4) -> list[str]:
-    """Every run of 1..max_words consecutive words, case-folded (possessive 's dropped)."""
-    words = [re.sub(r"['’]s$", "", w) for w in _WORD.findall(query)]
-    words = [w for w in words if w]
-    grams = {
-        canonical_name(" ".join(words[i : i + n]))
-        for n in range(1, max_words + 1)
-        for i in range(len(words) - n + 1)
-    }
-    return sorted(grams)
-
-
-async def recognise(
-    conn: AsyncConnection, names: Sequence[str], limit: int, types: Sequence[str] = NAMED_TYPES
-) -> list[Any]:
-    """The entities (id, type, name, canonical_name, episode_count, weight) whose canonical
-    name is one of `names`, rarest first: the query's recognised entities."""
-    if not names:
-        return []
-    rows = await conn.execute(
-        _RECOGNISE, {"names": list(names), "types": list(types), "limit": limit}
-    )
-    return list(rows.all())
 
 
 class GraphLeg:

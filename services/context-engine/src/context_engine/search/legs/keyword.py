@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from context_engine.index import tsquery
 from context_engine.index.keyword import SegmentSearchIndex
-from context_engine.search.retrieve import Candidate, ContextQuery, fetch_active
+from context_engine.search.query import Candidate, ContextQuery, fetch_active
 from her_os_shared.creatures import CreatureName
 from her_os_shared.logging import get_logger
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from context_engine.index.segment_vectors import SegmentEmbedding
 from context_engine.knowledge.speakers import KnownSpeakers, without_names
-from context_engine.search.retrieve import Candidate, ContextQuery, fetch_active
+from context_engine.search.query import Candidate, ContextQuery, fetch_active
 from her_os_shared.creatures import CreatureName
 from her_os_shared.logging import get_logger
 
