@@ -1,7 +1,9 @@
-"""The engine's running parts, built once per app: pools, chronicler and recorder, ingestor,
-watchers (transcripts, events), job queue and worker, retriever. `start()` waits for the
-schema, then starts the background work; `stop()` stops it in reverse order. Nothing runs
-fire-and-forget: every task is owned here (the chronicler's writer through its start/stop)."""
+"""The engine's running parts, built once per app (the composition root): pools, chronicler and
+recorder, the LLM client and the embedder, the graph, the extraction stages, the indexes, the
+ingestor, forgetting, the reflection and consolidation, the job queue, the watchers, the
+retriever. `start()` waits for the schema, then starts the background work; `stop()` stops it
+and closes the components in reverse order. Nothing runs fire-and-forget: every task is owned
+here (the chronicler's writer through its start/stop)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ import asyncio
 import gc
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from context_engine.config import Settings
 from context_engine.embed import make_embedder
@@ -24,14 +27,16 @@ from context_engine.ingest.transcripts import Ingestor
 from context_engine.ingest.watcher import TranscriptWatcher
 from context_engine.knowledge.query_facts import QueryFacts
 from context_engine.knowledge.speakers import KnownSpeakers
+from context_engine.llm.factory import make_llm_client
 from context_engine.memory.consolidate import Consolidator
+from context_engine.memory.daily import DailyReflector
 from context_engine.observe.chronicler import Chronicler
 from context_engine.observe.health import Health, Outcomes, Probe
 from context_engine.observe.health import check as check_health
 from context_engine.observe.recorder import EventRecorder
 from context_engine.pipeline.drift import StoreChecker
 from context_engine.pipeline.jobs import STALLED_AFTER_S, JobQueue, run_forever
-from context_engine.pipeline.session_stages import SessionStages, make_extractor
+from context_engine.pipeline.session_stages import SessionStages, extractor_mode, make_extractor
 from context_engine.privacy.forget import ForgetParts, Forgetter
 from context_engine.privacy.voices import VoiceBank
 from context_engine.search.legs.graph import GraphLeg
@@ -41,6 +46,7 @@ from context_engine.search.query import RetrievalLeg
 from context_engine.search.retrieve import FusionParams, Retriever
 from context_engine.store.db import Databases, create_databases, ping
 from context_engine.store.migrate import migrate_until_done
+from context_engine.store.stats import engine_stats
 from context_engine.vectors.factory import make_vector_store
 from her_os_shared.creatures import CreatureName
 from her_os_shared.logging import get_logger
@@ -54,95 +60,107 @@ STOP_TIMEOUT_S = 10.0
 
 
 class Runtime:
+    """The composition root: every component built once, here, in dependency order (each
+    from what is built above it), none patched afterwards; `stop()` closes them in reverse.
+    The providers (the LLM client, the embedder) are built once and shared by whatever uses
+    them (extraction, the graph, the reflection, the vectors), observed, so `/health` sees
+    every call."""
+
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.db: Databases = create_databases(settings)
-        self.chronicler = Chronicler(self.db.events, settings)
-        # What the engine serves without (health.py): observed layers report here.
+        s = self.settings = settings
+        # What stop() closes, in the order built; closed last to first.
+        self._closers: list[tuple[str, Callable[[], Awaitable[object]]]] = []
+
+        # 1. PostgreSQL and observability: everything below may record events.
+        self.db: Databases = create_databases(s)
+        self._closing("databases", self.db.dispose)
+        self.chronicler = Chronicler(self.db.events, s)
+        # stop() writes what is pending; before the pools close, after everything else
+        self._closing("chronicler", self.chronicler.stop)
+        # What the engine serves without (observe/health.py): observed layers report here.
         self.outcomes = Outcomes()
         self.recorder = EventRecorder(self.chronicler, self.outcomes)
-        # The graph is optional (no URL = none): extraction still fills PostgreSQL.
-        self.graph: KnowledgeGraph | None = None
-        if settings.graph_url:
-            from context_engine.graph import KnowledgeGraph  # graphiti is heavy: only if used
 
-            self.graph = KnowledgeGraph(settings, recorder=self.recorder)
-        self.session_stages = SessionStages(
-            settings,
-            self.db.main,
-            make_extractor(settings, self.recorder),
-            self.graph,
-            self.recorder,
-        )
-        self.embedding: SegmentEmbedding | None = None
-        if settings.vector_index_enabled:
-            self.embedding = SegmentEmbedding(
-                self.db.main,
-                ObservedEmbedder(make_embedder(settings), self.outcomes),
-                make_vector_store(settings),
-                batch=settings.embed_batch_segments,
+        # 2. Providers, one of each. LLMConfigError / EmbedderConfigError name the setting.
+        self.llm = make_llm_client(s, required=extractor_mode(s) == "llm", recorder=self.recorder)
+        if self.llm is not None:
+            self._closing("llm", self.llm.aclose)
+        self.embedder: ObservedEmbedder | None = None
+        if s.vector_index_enabled or s.graph_url:
+            self.embedder = ObservedEmbedder(make_embedder(s), self.outcomes)
+            self._closing("embedder", self.embedder.close)
+
+        # 3. The graph (optional: no URL = none; extraction still fills PostgreSQL).
+        self.graph: KnowledgeGraph | None = None
+        if s.graph_url:
+            from context_engine.graph import KnowledgeGraph  # graphiti is heavy: only if used
+            from context_engine.graph.episodes import make_llm_client as make_graphiti_llm
+
+            self.graph = KnowledgeGraph(
+                s,
+                embedder=self.embedder,
+                llm=make_graphiti_llm(s, self.recorder),
+                recorder=self.recorder,
             )
-        # Entities beside the segments, in the same store and space (entity_embedding.py).
-        self.entity_embedding = (
-            EntityEmbedding(self.embedding, batch=settings.embed_batch_segments)
-            if self.embedding is not None
-            else None
+            self._closing("graph", self.graph.close)
+
+        # 4. Extraction: the session stages on the extractor the settings choose.
+        self.extractor = make_extractor(s, self.llm)
+        self.session_stages = SessionStages(
+            s, self.db.main, self.extractor, self.graph, self.recorder
         )
-        self.consolidator = Consolidator(self.db.main, settings, self.recorder, self.graph)
-        self.jobs = JobQueue(
-            settings,
-            self.db.main,
-            self.recorder,
-            self.session_stages,
-            self.embedding,
-            self.consolidator,
-            self.chronicler,
-        )
+
+        # 5. Indexes: segment and entity vectors (same store and space), the keyword index.
+        self.embedding: SegmentEmbedding | None = None
+        self.entity_embedding: EntityEmbedding | None = None
+        if s.vector_index_enabled:
+            assert self.embedder is not None
+            self.embedding = SegmentEmbedding(
+                self.db.main, self.embedder, make_vector_store(s), batch=s.embed_batch_segments
+            )
+            self._closing("vectors", self.embedding.close)
+            self.entity_embedding = EntityEmbedding(self.embedding, batch=s.embed_batch_segments)
         self.search_index = (
-            SegmentSearchIndex(settings.search_index_dir, self.db.main)
-            if settings.keyword_backend == "index"
+            SegmentSearchIndex(s.search_index_dir, self.db.main)
+            if s.keyword_backend == "index"
             else None
         )
+        if self.search_index is not None:
+            # rebuilt at the next start when it does not close cleanly (no clean marker)
+            self._closing("search_index", self.search_index.close)
+
+        # 6. Ingestion: transcripts and the audio pipeline's event files. What follows a
+        # commit (the jobs, the keyword index) is reached through this runtime's methods.
         self.ingestor = Ingestor(
             self.db.main,
-            settings.transcripts_dir,
-            batch_segments=settings.ingest_batch_segments,
-            on_session=self.jobs.session_changed,
+            s.transcripts_dir,
+            batch_segments=s.ingest_batch_segments,
+            on_session=self._session_changed,
             on_changed=self._index_changed,
             recorder=self.recorder,
         )
-        self.consolidator.ingest = self.ingestor.ingest_file
-        self.watcher = TranscriptWatcher(
-            settings.transcripts_dir,
-            self._ingest,
-            debounce_s=settings.watch_debounce_s,
-            max_delay_s=settings.watch_max_delay_s,
-            reconcile_interval_s=settings.reconcile_interval_s,
-            concurrency=settings.ingest_concurrency,
-            is_current=self.ingestor.is_current,
-        )
         self.event_files = EventFileReader(
-            self.db.events,
-            self.chronicler,
-            settings.events_dir,
-            retention_days=settings.events_retention_days,
+            self.db.events, self.chronicler, s.events_dir, retention_days=s.events_retention_days
         )
-        self.events_watcher = TranscriptWatcher(
-            settings.events_dir,
-            self._read_events,
-            debounce_s=settings.events_watch_debounce_s,
-            max_delay_s=max(settings.events_watch_max_delay_s, settings.events_watch_debounce_s),
-            reconcile_interval_s=settings.reconcile_interval_s,
-            concurrency=1,
-            is_current=self.event_files.is_current,
-            name="events",
+
+        # 7. Forgetting, across every store above (and the audio pipeline's voices).
+        self.voices = (
+            VoiceBank(
+                s.audio_pipeline_url,
+                s.internal_token.get_secret_value() if s.internal_token else "",
+                timeout_s=s.audio_pipeline_timeout_s,
+            )
+            if s.audio_pipeline_url
+            else None
         )
+        if self.voices is not None:
+            self._closing("voices", self.voices.close)
         self.forgetter = Forgetter(
             ForgetParts(
                 engine=self.db.main,
                 events_engine=self.db.events,
-                transcripts_dir=settings.transcripts_dir,
-                events_dir=settings.events_dir,
+                transcripts_dir=s.transcripts_dir,
+                events_dir=s.events_dir,
                 ingestor=self.ingestor,
                 chronicler=self.chronicler,
                 event_files=self.event_files,
@@ -151,24 +169,38 @@ class Runtime:
                 graph=self.graph,
                 recorder=self.recorder,
                 rederive=self._rederive,
-                voices=(
-                    VoiceBank(
-                        settings.audio_pipeline_url,
-                        settings.internal_token.get_secret_value()
-                        if settings.internal_token
-                        else "",
-                        timeout_s=settings.audio_pipeline_timeout_s,
-                    )
-                    if settings.audio_pipeline_url
-                    else None
-                ),
+                voices=self.voices,
             )
         )
-        self.jobs.forgetter = self.forgetter
-        self.jobs.entity_embedding = self.entity_embedding
+
+        # 8. Memory over time: the daily reflection and the consolidation that runs it.
+        self.reflector = DailyReflector(
+            self.db.main,
+            s,
+            recorder=self.recorder,
+            llm=self.llm,
+            ingest=self.ingestor.ingest_file,
+            graph=self.graph,
+        )
+        self.consolidator = Consolidator(
+            self.db.main, s, self.recorder, self.graph, reflector=self.reflector
+        )
+
+        # 9. Durable jobs over all of it.
+        self.jobs = JobQueue(
+            s,
+            self.db.main,
+            self.recorder,
+            self.session_stages,
+            self.embedding,
+            self.consolidator,
+            self.chronicler,
+            forgetter=self.forgetter,
+            entity_embedding=self.entity_embedding,
+        )
         self.checker = StoreChecker(
             self.db.main,
-            settings.transcripts_dir,
+            s.transcripts_dir,
             self.ingestor,
             jobs=self.jobs,
             embedding=self.embedding,
@@ -176,36 +208,63 @@ class Runtime:
             recorder=self.recorder,
             jobs_open=lambda: self._jobs_open,
         )
+
+        # 10. Watchers: new lines in the transcripts and event files.
+        self.watcher = TranscriptWatcher(
+            s.transcripts_dir,
+            self._ingest,
+            debounce_s=s.watch_debounce_s,
+            max_delay_s=s.watch_max_delay_s,
+            reconcile_interval_s=s.reconcile_interval_s,
+            concurrency=s.ingest_concurrency,
+            is_current=self.ingestor.is_current,
+        )
+        self.events_watcher = TranscriptWatcher(
+            s.events_dir,
+            self._read_events,
+            debounce_s=s.events_watch_debounce_s,
+            max_delay_s=max(s.events_watch_max_delay_s, s.events_watch_debounce_s),
+            reconcile_interval_s=s.reconcile_interval_s,
+            concurrency=1,
+            is_current=self.event_files.is_current,
+            name="events",
+        )
+
+        # 11. Retrieval: the legs, what is known about a query's subjects, the fusion.
         # The speakers heard (and the owner guess), read once for the vector leg and knowledge.
-        self.speakers = KnownSpeakers(self.db.main, ttl_s=settings.speaker_names_ttl_s)
+        self.speakers = KnownSpeakers(self.db.main, ttl_s=s.speaker_names_ttl_s)
+        self.knowledge = (
+            QueryFacts(
+                self.db.main,
+                self.graph,
+                self.speakers,
+                owner=s.owner_name,
+                limit=s.context_facts_limit,
+                max_entities=s.graph_leg_entities,
+            )
+            if s.context_facts_limit
+            else None
+        )
         self.retriever = Retriever(
             self.db.main,
             self._legs(),
             self.recorder,
             params=FusionParams(
-                rrf_k=settings.rrf_k,
-                weights=dict(settings.leg_weights),
-                pool=settings.candidate_pool,
-                decay_half_life_days=settings.decay_half_life_days,
-                decay_floor=settings.decay_floor,
-                mmr_lambda=settings.mmr_lambda,
-                speaker_boost=settings.speaker_boost,
-                tier_weights=dict(settings.tier_weights),
-                superseded_weight=settings.superseded_weight,
-                current_fact_weight=settings.current_fact_weight,
+                rrf_k=s.rrf_k,
+                weights=dict(s.leg_weights),
+                pool=s.candidate_pool,
+                decay_half_life_days=s.decay_half_life_days,
+                decay_floor=s.decay_floor,
+                mmr_lambda=s.mmr_lambda,
+                speaker_boost=s.speaker_boost,
+                tier_weights=dict(s.tier_weights),
+                superseded_weight=s.superseded_weight,
+                current_fact_weight=s.current_fact_weight,
             ),
-            leg_timeout_s=settings.leg_timeout_s,
-            knowledge=QueryFacts(
-                self.db.main,
-                self.graph,
-                self.speakers,
-                owner=settings.owner_name,
-                limit=settings.context_facts_limit,
-                max_entities=settings.graph_leg_entities,
-            )
-            if settings.context_facts_limit
-            else None,
+            leg_timeout_s=s.leg_timeout_s,
+            knowledge=self.knowledge,
         )
+
         # /v1 requests the token check let through / refused since the last basilisk metric
         self.auth_counts: Counter[str] = Counter()
         self.schema_ready = asyncio.Event()
@@ -215,6 +274,9 @@ class Runtime:
         self._stopping = asyncio.Event()
         self._watching = False
         self._watching_events = False
+
+    def _closing(self, name: str, close: Callable[[], Awaitable[object]]) -> None:
+        self._closers.append((name, close))
 
     def _legs(self) -> list[RetrievalLeg]:
         legs: list[RetrievalLeg] = []
@@ -293,6 +355,9 @@ class Runtime:
 
     async def _read_events(self, path: Path) -> None:
         await self.event_files.read_file(path)
+
+    async def _session_changed(self, session_id: str) -> None:
+        await self.jobs.session_changed(session_id)
 
     async def _index_changed(self, session_id: str, segment_ids: set[str] | None) -> None:
         if self.search_index is not None:
@@ -445,38 +510,46 @@ class Runtime:
             _, stuck = await asyncio.wait(self._tasks, timeout=STOP_TIMEOUT_S)
             for task in stuck:
                 log.warning("engine.stop_abandoned", task=task.get_name())
-        if self.search_index is not None:
-            try:
-                async with asyncio.timeout(STOP_TIMEOUT_S):
-                    await self.search_index.close()
-            except Exception as exc:  # rebuilt at the next start (no clean marker)
-                log.warning("search_index.close_failed", error=repr(exc)[:300])
-        if self.graph is not None:
-            with suppress(Exception):
-                async with asyncio.timeout(STOP_TIMEOUT_S):
-                    await self.graph.close()
-        if self.embedding is not None:
-            with suppress(Exception):
-                async with asyncio.timeout(STOP_TIMEOUT_S):
-                    await self.embedding.close()
-        if self.forgetter.p.voices is not None:
-            with suppress(Exception):
-                await self.forgetter.p.voices.close()
-        closing = getattr(self.session_stages.extractor, "aclose", None)
-        if closing is not None:  # the LLM extractor's HTTP clients
-            with suppress(Exception):
-                async with asyncio.timeout(STOP_TIMEOUT_S):
-                    await closing()
-        if self._jobs_open:
+        if self._jobs_open:  # opened by start(), after everything was built
             with suppress(Exception):
                 async with asyncio.timeout(STOP_TIMEOUT_S):
                     await self.jobs.close()
-        # Last: everything above may still record events; this writes what is pending.
-        with suppress(Exception):
-            await self.chronicler.stop()
-        with suppress(Exception):
-            async with asyncio.timeout(STOP_TIMEOUT_S):
-                await self.db.dispose()
+        # Then every component, last built first: the chronicler writes what is pending
+        # after everything else could still record events, the pools close last.
+        for name, close in reversed(self._closers):
+            try:
+                async with asyncio.timeout(STOP_TIMEOUT_S):
+                    await close()
+            except Exception as exc:
+                log.warning("engine.close_failed", component=name, error=repr(exc)[:300])
+
+    async def stats(self) -> dict[str, Any]:
+        """What the engine holds and serves without (GET /v1/stats): PostgreSQL's counts, the
+        jobs, the keyword index, extraction and the graph, the vectors, the degraded layers."""
+        async with self.db.main.connect() as conn:
+            stats: dict[str, Any] = await engine_stats(conn)
+        stats["jobs"] = await self.jobs.counts()
+        index = self.search_index
+        stats["keyword_index"] = {
+            "backend": self.settings.keyword_backend,
+            "ready": index is not None and index.ready,
+            "documents": index.num_docs() if index is not None and index.ready else None,
+        }
+        graph = self.graph
+        stats["extraction"] = {
+            "extractor": self.extractor.label,
+            "graph_backend": self.settings.graph_backend if graph is not None else None,
+            "graph_mode": self.session_stages.graph_mode if graph is not None else None,
+            "graph_open": graph is not None and graph.opened,
+        }
+        stats["vectors"] = (
+            await self.embedding.counts()
+            if self.embedding is not None
+            else {"enabled": False, "space": None, "status": None, "embedded": 0,
+                  "entities_embedded": 0, "searching": None}
+        )  # fmt: skip
+        stats["degraded"] = (await self.health()).degraded
+        return stats
 
     async def healthy(self) -> bool:
         return self.ready and await ping(self.db.main, self.settings.health_timeout_s)

@@ -42,6 +42,7 @@ from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
     from graphiti_core.driver.driver import GraphDriver
+    from graphiti_core.llm_client import LLMClient as GraphitiLLMClient
 
     from context_engine.config import Settings
     from context_engine.embed.base import Embedder
@@ -52,16 +53,25 @@ log = get_logger(__name__)
 
 class KnowledgeGraph:
     def __init__(
-        self, settings: Settings, *, embedder: Embedder | None = None, recorder: Any = None
+        self,
+        settings: Settings,
+        *,
+        embedder: Embedder | None = None,
+        llm: GraphitiLLMClient | None = None,
+        recorder: Any = None,
     ) -> None:
         """Raises GraphConfigError (naming the variable) when the settings cannot work.
-        `recorder` (an EventRecorder) makes each of graphiti's LLM calls an event."""
+        The engine's runtime passes the embedder and graphiti's LLM client it built (shared
+        and observed); a graph made on its own (tests, benchmarks) builds and closes its own
+        from the settings. `recorder` (an EventRecorder) makes each of graphiti's LLM calls an
+        event."""
         validate_settings(settings)
         self.settings = settings
         self.recorder = recorder
         self.group_id = settings.graph_group_id
         self._embedder = embedder
         self._own_embedder = embedder is None
+        self._llm = llm
         self._driver: GraphDriver | None = None
         self._graphiti: HerGraphiti | None = None
         self._writer: GraphWriter | None = None
@@ -110,7 +120,7 @@ class KnowledgeGraph:
         graphiti_embedder = GraphitiEmbedder(embedder)
         self._graphiti = HerGraphiti(
             graph_driver=driver,
-            llm_client=make_llm_client(self.settings, self.recorder),
+            llm_client=self._llm or make_llm_client(self.settings, self.recorder),
             embedder=graphiti_embedder,
             cross_encoder=EmbeddingReranker(embedder),
             max_coroutines=4,

@@ -103,6 +103,13 @@ _PENDING = text(
 )
 
 
+_COUNTS = text(
+    "SELECT status, (SELECT count(*) FROM segment_vectors WHERE space = :s) AS embedded,"
+    " (SELECT count(*) FROM entity_vectors WHERE space = :s) AS entities"
+    " FROM vector_spaces WHERE space = :s"
+)
+
+
 class SegmentEmbedding:
     def __init__(
         self,
@@ -200,8 +207,22 @@ class SegmentEmbedding:
         return out
 
     async def close(self) -> None:
+        """Close the store; the embedder is its maker's to close (the runtime shares it)."""
         await self.store.close()
-        await self.embedder.close()
+
+    async def counts(self) -> dict[str, object]:
+        """For /v1/stats: the current space, its status, the segments and entities embedded
+        in it, and the space searches read."""
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(_COUNTS, {"s": self.space_name})).one_or_none()
+        return {
+            "enabled": True,
+            "space": self.space_name,
+            "searching": self.store.name_of(self.search_space),
+            "status": row.status if row else "unavailable",
+            "embedded": int(row.embedded) if row else 0,
+            "entities_embedded": int(row.entities) if row else 0,
+        }
 
     async def embed_session(self, session_id: str) -> int:
         """Embed what the session lacks in the current space; returns segments embedded."""

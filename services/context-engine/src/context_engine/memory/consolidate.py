@@ -125,14 +125,17 @@ class Consolidator:
         settings: Settings,
         recorder: EventRecorder | None = None,
         graph: KnowledgeGraph | None = None,
-        ingest: daily.IngestFile | None = None,
+        reflector: daily.DailyReflector | None = None,
     ) -> None:
         self.engine = engine
         self.settings = settings
         self.recorder = recorder
         self.graph = graph
-        # how the reflection of the day is ingested at once (the runtime's ingestor)
-        self.ingest = ingest
+        # the night's reflection: the runtime's (its LLM, its ingestor), else one without an
+        # LLM whose file the watcher ingests
+        self.reflector = reflector or daily.DailyReflector(
+            engine, settings, recorder=recorder, graph=graph
+        )
         self.policy = TierPolicy.from_settings(settings)
 
     async def _emit(self, creature: str, event_type: str, **kwargs: Any) -> None:
@@ -250,10 +253,7 @@ class Consolidator:
         consolidation done: GET /v1/daily makes the reflection on demand anyway."""
         yesterday = daily.local_today(self.settings.timezone, as_of) - timedelta(days=1)
         try:
-            await daily.reflect_once(
-                self.engine, self.settings, yesterday, recorder=self.recorder,
-                ingest=self.ingest, now=as_of, graph=self.graph,
-            )  # fmt: skip
+            await self.reflector.reflect(yesterday, now=as_of)
         except Exception as exc:
             log.error("consolidation.reflection_failed", day=yesterday.isoformat(),
                       error=repr(exc)[:500])  # fmt: skip

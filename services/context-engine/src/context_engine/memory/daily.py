@@ -57,7 +57,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from context_engine.ingest.session_kinds import REFLECTION_DEVICE, reflection_session_id
 from context_engine.llm.client import LLMClient
 from context_engine.llm.errors import LLMError, LLMOutputError
-from context_engine.llm.factory import make_llm_client
 from context_engine.llm.parse import parse_json_payload, snippet
 from context_engine.memory import day_facts, promises
 from context_engine.observe.recorder import EventRecorder
@@ -748,9 +747,9 @@ def _row_reflection(row: Any, day: date, regenerated: bool) -> Reflection:
 
 
 class DailyReflector:
-    """Makes and stores daily reflections. `llm` None = deterministic text only; build one
-    from the settings with `from_settings` (and `aclose` it). `graph`: where the day's facts
-    are read (None, or not open: PostgreSQL's extracted relations)."""
+    """Makes and stores daily reflections. `llm` None = deterministic text only (the runtime
+    passes its client, and closes it). `graph`: where the day's facts are read (None, or not
+    open: PostgreSQL's extracted relations)."""
 
     def __init__(
         self,
@@ -769,32 +768,6 @@ class DailyReflector:
         self.graph = graph
         # Ingest the written file at once (the watcher would within about a second).
         self.ingest = ingest
-        self._owns_llm = False
-
-    @classmethod
-    def from_settings(
-        cls,
-        engine: AsyncEngine,
-        settings: Settings,
-        *,
-        recorder: EventRecorder | None = None,
-        ingest: IngestFile | None = None,
-        graph: KnowledgeGraph | None = None,
-    ) -> DailyReflector:
-        reflector = cls(
-            engine,
-            settings,
-            recorder=recorder,
-            llm=make_llm_client(settings, recorder=recorder),
-            ingest=ingest,
-            graph=graph,
-        )
-        reflector._owns_llm = True
-        return reflector
-
-    async def aclose(self) -> None:
-        if self._owns_llm and self.llm is not None:
-            await self.llm.aclose()
 
     @property
     def generator(self) -> str:
@@ -936,24 +909,3 @@ class DailyReflector:
         if self.recorder is not None:
             await self.recorder.emit(CREATURE, event, session_id=sid, data=data,
                                      reasoning=reasoning)  # fmt: skip
-
-
-async def reflect_once(
-    engine: AsyncEngine,
-    settings: Settings,
-    day: date,
-    *,
-    recorder: EventRecorder | None = None,
-    ingest: IngestFile | None = None,
-    now: datetime | None = None,
-    graph: KnowledgeGraph | None = None,
-) -> Reflection:
-    """Reflect on one day with the LLM the settings configure (built and closed here): what
-    the route and the nightly consolidation call. Raises FutureDayError, LLMConfigError."""
-    reflector = DailyReflector.from_settings(
-        engine, settings, recorder=recorder, ingest=ingest, graph=graph
-    )
-    try:
-        return await reflector.reflect(day, now=now)
-    finally:
-        await reflector.aclose()

@@ -104,6 +104,8 @@ class JobQueue:
         embedding: SegmentEmbedding | None = None,
         consolidator: Consolidator | None = None,
         chronicler: Chronicler | None = None,
+        forgetter: Forgetter | None = None,
+        entity_embedding: EntityEmbedding | None = None,
     ) -> None:
         self.settings = settings
         self.engine = engine
@@ -116,10 +118,10 @@ class JobQueue:
         self.consolidator = consolidator
         # the events retention; None = not scheduled
         self.chronicler = chronicler
-        # forget requests (forget.py), set by the runtime; None = none queued
-        self.forgetter: Forgetter | None = None
-        # entity vectors (entity_embedding.py), set by the runtime; None = none kept
-        self.entity_embedding: EntityEmbedding | None = None
+        # forget requests (privacy/forget.py); None = none queued
+        self.forgetter = forgetter
+        # entity vectors (index/entity_vectors.py); None = none kept
+        self.entity_embedding = entity_embedding
         self.gap = timedelta(seconds=settings.session_gap_s)
         self.retry = Backoff(
             settings.job_max_attempts, settings.job_retry_base_s, settings.job_retry_max_s

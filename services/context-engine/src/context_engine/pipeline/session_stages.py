@@ -26,6 +26,8 @@ from context_engine.graph.base import SessionEpisode
 from context_engine.ingest import sessions
 from context_engine.ingest.session_kinds import is_reflection_session
 from context_engine.knowledge import entity_store, known_mentions
+from context_engine.llm.client import LLMClient
+from context_engine.llm.errors import LLMConfigError
 from context_engine.observe.recorder import EventRecorder
 from context_engine.pipeline import stages
 from context_engine.pipeline.stages import StageKey
@@ -52,16 +54,18 @@ def extractor_mode(settings: Settings) -> Literal["fast", "llm"]:
     return settings.extractor
 
 
-def make_extractor(settings: Settings, recorder: EventRecorder | None = None) -> Extractor:
-    """The LLM extractor when an LLM server is configured, else the fast one (no LLM)."""
+def make_extractor(settings: Settings, llm: LLMClient | None) -> Extractor:
+    """The LLM extractor on `llm` (the runtime's client) when the settings choose it, else
+    the fast one (no LLM)."""
     if extractor_mode(settings) == "fast":
         from context_engine.extract.fast import FastExtractor
 
         return FastExtractor()
     from context_engine.extract.llm import LLMExtractor
 
-    # LLMConfigError names the missing setting
-    return LLMExtractor.from_settings(settings, recorder)
+    if llm is None:  # make_llm_client(required=True) raises first, naming the setting
+        raise LLMConfigError("the LLM extractor needs CONTEXT_ENGINE_LLM_BASE_URL")
+    return LLMExtractor(llm, window_segments=settings.extract_window_segments)
 
 
 def _fingerprint(*parts: object) -> str:

@@ -437,6 +437,28 @@ class Forgetter:
                 ).scalar_one()
             )
 
+    async def request(
+        self,
+        target: Target,
+        wait_s: float,
+        queue: Callable[[int], Awaitable[Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Record a forget request, make it durable with `queue` (a job that retries it until
+        every store is done; None while the job queue is not open), run it for at most
+        `wait_s` and return its view: `status` "done", or "pending" with the store that is
+        not done yet in its report."""
+        request_id = await self.create(target)
+        if queue is not None:
+            await queue(request_id)
+        try:
+            async with asyncio.timeout(wait_s):
+                await self.run(request_id)
+        except (ForgetError, TimeoutError):
+            pass  # the report says which store, the job retries it
+        view = await self.get(request_id)
+        assert view is not None
+        return view
+
     async def get(self, request_id: int) -> dict[str, Any] | None:
         found = await self.latest(request_id=request_id)
         return found[0] if found else None

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from context_engine.routes.deps import RuntimeDep
+from context_engine.routes.deps import CheckerDep
 from her_os_shared.ids import ID_PATTERN
 
 router = APIRouter(tags=["check"])
@@ -51,8 +51,8 @@ class RepairReport(BaseModel):
     response_model=CheckReport,
     summary="Drift between the JSONL files, PostgreSQL, the vectors and the graph episodes",
 )
-async def check(runtime: RuntimeDep, check_id: CheckId = None) -> CheckReport:
-    report = await runtime.checker.check(check_id)
+async def check(checker: CheckerDep, check_id: CheckId = None) -> CheckReport:
+    report = await checker.check(check_id)
     return CheckReport.model_validate(report.view())
 
 
@@ -61,5 +61,5 @@ async def check(runtime: RuntimeDep, check_id: CheckId = None) -> CheckReport:
     response_model=RepairReport,
     summary="Repair the drift (re-ingest, re-embed, re-sync the graph), then check again",
 )
-async def repair(runtime: RuntimeDep, check_id: CheckId = None) -> RepairReport:
-    return RepairReport.model_validate(await runtime.checker.repair(check_id))
+async def repair(checker: CheckerDep, check_id: CheckId = None) -> RepairReport:
+    return RepairReport.model_validate(await checker.repair(check_id))

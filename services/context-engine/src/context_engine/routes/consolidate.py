@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Path, Query, Response
 
 from context_engine.memory.consolidate import get_run, list_runs, tier_stats
-from context_engine.routes.deps import PG_BIGINT_MAX, RuntimeDep, as_of_or_now
+from context_engine.routes.deps import PG_BIGINT_MAX, Database, JobsDep, SettingsDep, as_of_or_now
 from context_engine.routes.schemas import ConsolidationRunOut, ConsolidationRunPage, TierStats
 
 router = APIRouter(tags=["memory tiers"])
@@ -29,7 +29,9 @@ POLL_S = 0.2
     },
 )
 async def consolidate(
-    runtime: RuntimeDep,
+    db: Database,
+    jobs: JobsDep,
+    settings: SettingsDep,
     response: Response,
     as_of: Annotated[
         datetime | None,
@@ -38,13 +40,13 @@ async def consolidate(
     wait: Annotated[bool, Query(description="answer when the run has finished")] = False,
     timeout_s: Annotated[float, Query(gt=0, le=3600, description="longest wait")] = 300.0,
 ) -> ConsolidationRunOut:
-    if not runtime.settings.jobs_enabled:
+    if not settings.jobs_enabled:
         raise HTTPException(status_code=503, detail="the job queue is disabled (jobs_enabled)")
     when = as_of_or_now(as_of)
-    queued = await runtime.jobs.request_consolidation(when)
+    queued = await jobs.request_consolidation(when)
     deadline = time.monotonic() + timeout_s
     while True:
-        async with runtime.db.main.connect() as conn:
+        async with db.connect() as conn:
             run = await get_run(conn, queued["run_id"])
         assert run is not None
         finished = run["status"] in ("done", "failed")
@@ -58,11 +60,11 @@ async def consolidate(
 
 @router.get("/consolidate/runs", response_model=ConsolidationRunPage, summary="Consolidation runs")
 async def get_runs(
-    runtime: RuntimeDep,
+    db: Database,
     limit: Annotated[int, Query(ge=1, le=500)] = 20,
     offset: Annotated[int, Query(ge=0, le=PG_BIGINT_MAX)] = 0,
 ) -> ConsolidationRunPage:
-    async with runtime.db.main.connect() as conn:
+    async with db.connect() as conn:
         runs = await list_runs(conn, limit=limit, offset=offset)
     return ConsolidationRunPage.model_validate({"runs": runs, "limit": limit, "offset": offset})
 
@@ -74,9 +76,9 @@ async def get_runs(
     responses={404: {"description": "no such run"}},
 )
 async def get_one_run(
-    runtime: RuntimeDep, run_id: Annotated[int, Path(ge=1, le=2**63 - 1)]
+    db: Database, run_id: Annotated[int, Path(ge=1, le=2**63 - 1)]
 ) -> ConsolidationRunOut:
-    async with runtime.db.main.connect() as conn:
+    async with db.connect() as conn:
         run = await get_run(conn, run_id)
     if run is None:
         raise HTTPException(status_code=404, detail=f"no consolidation run {run_id}")
@@ -85,9 +87,9 @@ async def get_one_run(
 
 @router.get("/tiers/stats", response_model=TierStats, summary="Entities per memory tier")
 async def get_tier_stats(
-    runtime: RuntimeDep,
+    db: Database,
     recent: Annotated[int, Query(ge=0, le=500, description="latest tier changes listed")] = 20,
 ) -> TierStats:
-    async with runtime.db.main.connect() as conn:
+    async with db.connect() as conn:
         stats = await tier_stats(conn, recent=recent)
     return TierStats.model_validate(stats)

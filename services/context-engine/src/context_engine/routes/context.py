@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query
 
 from context_engine.memory.tiers import TIERS, Tier
-from context_engine.routes.deps import RuntimeDep, as_of_or_now
+from context_engine.routes.deps import RetrieverDep, SettingsDep, as_of_or_now
 from context_engine.routes.schemas import ContextItem, ContextResponse
 from context_engine.search.query import ContextQuery
 from context_engine.search.retrieve import AllLegsFailedError, UnknownLegsError
@@ -18,7 +18,8 @@ router = APIRouter(tags=["retrieval"])
 
 @router.get("/context", response_model=ContextResponse, summary="Search the memory")
 async def get_context(
-    runtime: RuntimeDep,
+    retriever: RetrieverDep,
+    settings: SettingsDep,
     query: Annotated[str, Query(min_length=1, max_length=512, description="search text")],
     limit: Annotated[int | None, Query(ge=1, le=50, description="results (default 5)")] = None,
     hours_back: Annotated[
@@ -69,7 +70,7 @@ async def get_context(
     when = as_of_or_now(as_of)
     q = ContextQuery(
         query=query,
-        limit=limit or runtime.settings.context_default_limit,
+        limit=limit or settings.context_default_limit,
         as_of=when,
         hours_back=hours_back,
         legs=chosen,
@@ -77,7 +78,7 @@ async def get_context(
         me=me,
     )
     try:
-        result = await runtime.retriever.retrieve(q)
+        result = await retriever.retrieve(q)
     except UnknownLegsError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from None
     except AllLegsFailedError as exc:

@@ -7,9 +7,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
 
-from context_engine.llm.errors import LLMConfigError
-from context_engine.memory.daily import FutureDayError, local_today, reflect_once
-from context_engine.routes.deps import RuntimeDep
+from context_engine.memory.daily import FutureDayError, local_today
+from context_engine.routes.deps import ReflectorDep
 from context_engine.routes.schemas import DailyReflectionPage
 
 router = APIRouter(tags=["daily"])
@@ -29,7 +28,7 @@ def _bad_date(msg: str) -> HTTPException:
     responses={422: {"description": "a malformed date, or a day that has not begun"}},
 )
 async def get_daily(
-    runtime: RuntimeDep,
+    reflector: ReflectorDep,
     day: Annotated[
         str | None,
         Query(
@@ -40,23 +39,14 @@ async def get_daily(
     ] = None,
 ) -> DailyReflectionPage:
     if day is None:
-        wanted = local_today(runtime.settings.timezone)
+        wanted = local_today(reflector.settings.timezone)
     else:
         try:
             wanted = date.fromisoformat(day)
         except ValueError:
             raise _bad_date(f"{day!r} is not a calendar date") from None
     try:
-        reflection = await reflect_once(
-            runtime.db.main,
-            runtime.settings,
-            wanted,
-            recorder=runtime.recorder,
-            ingest=runtime.ingestor.ingest_file,
-            graph=runtime.graph,
-        )
+        reflection = await reflector.reflect(wanted)
     except FutureDayError as exc:
         raise _bad_date(str(exc)) from None
-    except LLMConfigError as exc:  # a malformed LLM setting: say which
-        raise HTTPException(status_code=503, detail=str(exc)) from exc
     return DailyReflectionPage.model_validate(reflection.as_dict())

@@ -1,15 +1,31 @@
-"""Dependencies shared by the routes."""
+"""What the routes depend on, typed: each route declares the parts it uses (the database, the
+retriever, the graph, the chronicler, ...), never the whole runtime. Every part comes from the
+app's runtime (runtime.py, the composition root) once it is ready: before that, 503."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from fastapi import Depends, HTTPException, Path, Request
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from context_engine.config import Settings
+from context_engine.index.entity_vectors import EntityEmbedding
+from context_engine.ingest.transcripts import Ingestor
+from context_engine.memory.daily import DailyReflector
+from context_engine.observe.chronicler import Chronicler
+from context_engine.pipeline.drift import StoreChecker
+from context_engine.pipeline.jobs import JobQueue
+from context_engine.privacy.forget import Forgetter
 from context_engine.runtime import Runtime
+from context_engine.search.retrieve import Retriever
 from her_os_shared.ids import ID_PATTERN
+
+if TYPE_CHECKING:
+    from context_engine.graph import KnowledgeGraph
 
 
 def get_runtime(request: Request) -> Runtime:
@@ -20,7 +36,83 @@ def get_runtime(request: Request) -> Runtime:
     return runtime
 
 
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+_Runtime = Annotated[Runtime, Depends(get_runtime)]  # FastAPI resolves it once per request
+
+
+def _db(runtime: _Runtime) -> AsyncEngine:
+    return runtime.db.main
+
+
+def _settings(runtime: _Runtime) -> Settings:
+    return runtime.settings
+
+
+def _retriever(runtime: _Runtime) -> Retriever:
+    return runtime.retriever
+
+
+def _graph(runtime: _Runtime) -> KnowledgeGraph | None:
+    return runtime.graph
+
+
+def _chronicler(runtime: _Runtime) -> Chronicler:
+    return runtime.chronicler
+
+
+def _jobs(runtime: _Runtime) -> JobQueue:
+    return runtime.jobs
+
+
+def _forgetter(runtime: _Runtime) -> Forgetter:
+    return runtime.forgetter
+
+
+def _forget_queue(runtime: _Runtime) -> Callable[[int], Awaitable[Any]] | None:
+    return runtime.jobs.defer_forget if runtime.jobs_open else None
+
+
+def _ingestor(runtime: _Runtime) -> Ingestor:
+    return runtime.ingestor
+
+
+def _checker(runtime: _Runtime) -> StoreChecker:
+    return runtime.checker
+
+
+def _reflector(runtime: _Runtime) -> DailyReflector:
+    return runtime.reflector
+
+
+def _entity_vectors(runtime: _Runtime) -> EntityEmbedding | None:
+    return runtime.entity_embedding
+
+
+def _engine_stats(runtime: _Runtime) -> Callable[[], Awaitable[dict[str, Any]]]:
+    return runtime.stats
+
+
+# PostgreSQL's main pool (API, ingestion, jobs): `async with db.connect() as conn`.
+Database = Annotated[AsyncEngine, Depends(_db)]
+SettingsDep = Annotated[Settings, Depends(_settings)]
+RetrieverDep = Annotated[Retriever, Depends(_retriever)]
+# None when no graph is configured. Typed for checkers only: importing the graph at run time
+# would load graphiti in every engine, with or without a graph.
+if TYPE_CHECKING:
+    GraphDep = KnowledgeGraph | None
+else:
+    GraphDep = Annotated[Any, Depends(_graph)]
+ChroniclerDep = Annotated[Chronicler, Depends(_chronicler)]
+JobsDep = Annotated[JobQueue, Depends(_jobs)]
+ForgetterDep = Annotated[Forgetter, Depends(_forgetter)]
+# How a forget request is made durable (a job retries it); None while the queue is not open.
+ForgetQueue = Annotated[Callable[[int], Awaitable[Any]] | None, Depends(_forget_queue)]
+IngestorDep = Annotated[Ingestor, Depends(_ingestor)]
+CheckerDep = Annotated[StoreChecker, Depends(_checker)]
+ReflectorDep = Annotated[DailyReflector, Depends(_reflector)]
+# None when the vector index is disabled.
+EntityVectors = Annotated[EntityEmbedding | None, Depends(_entity_vectors)]
+# What the whole engine holds and serves without (GET /v1/stats).
+EngineStats = Annotated[Callable[[], Awaitable[dict[str, Any]]], Depends(_engine_stats)]
 # PostgreSQL's bigint: a larger id or offset is a 422 here, not a database error (500; found
 # by schemathesis).
 PG_BIGINT_MAX = 2**63 - 1

@@ -15,7 +15,14 @@ from context_engine.knowledge.entities import (
     nearest_entities,
 )
 from context_engine.knowledge.profile import entity_profile
-from context_engine.routes.deps import PG_BIGINT_MAX, RuntimeDep, as_of_or_now, either
+from context_engine.routes.deps import (
+    PG_BIGINT_MAX,
+    Database,
+    EntityVectors,
+    GraphDep,
+    as_of_or_now,
+    either,
+)
 from context_engine.routes.schemas import EntityDetail, EntityPage, EntityProfile, EntitySearchPage
 
 router = APIRouter(tags=["entities"])
@@ -32,7 +39,7 @@ TierFilter = Annotated[Literal["L0", "L1", "L2"] | None, Query(description="memo
 
 @router.get("/entities", response_model=EntityPage, summary="List entities")
 async def get_entities(
-    runtime: RuntimeDep,
+    db: Database,
     type: TypeFilter = None,
     entity_type: EntityTypeFilter = None,
     q: Annotated[
@@ -50,7 +57,7 @@ async def get_entities(
     offset: Annotated[int, Query(ge=0, le=PG_BIGINT_MAX)] = 0,
 ) -> EntityPage:
     wanted = either("type", type, "entity_type", entity_type)
-    async with runtime.db.main.connect() as conn:
+    async with db.connect() as conn:
         items, total = await list_entities(
             conn,
             entity_type=wanted,
@@ -73,7 +80,7 @@ async def get_entities(
     responses={503: {"description": "the vector index is disabled, not open, or failed"}},
 )
 async def search_entities(
-    runtime: RuntimeDep,
+    vectors: EntityVectors,
     query: Annotated[str, Query(min_length=1, max_length=500, description="what to look for")],
     type: TypeFilter = None,
     entity_type: EntityTypeFilter = None,
@@ -83,7 +90,7 @@ async def search_entities(
     wanted = either("type", type, "entity_type", entity_type)
     try:
         matches = await nearest_entities(
-            runtime.entity_embedding,
+            vectors,
             query,
             limit,
             types=[wanted] if wanted else None,
@@ -103,11 +110,11 @@ async def search_entities(
     responses={404: {"description": "no such entity"}},
 )
 async def get_one_entity(
-    runtime: RuntimeDep,
+    db: Database,
     entity_id: EntityId,
     mentions_limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> EntityDetail:
-    async with runtime.db.main.connect() as conn:
+    async with db.connect() as conn:
         found = await get_entity(conn, entity_id, mentions_limit=mentions_limit)
     if found is None:
         raise HTTPException(status_code=404, detail=f"no entity {entity_id}")
@@ -121,7 +128,8 @@ async def get_one_entity(
     responses={404: {"description": "no such entity"}},
 )
 async def get_entity_profile(
-    runtime: RuntimeDep,
+    db: Database,
+    graph: GraphDep,
     entity_id: EntityId,
     as_of: Annotated[
         datetime | None, Query(description="ISO time, default now (naive = UTC)")
@@ -129,7 +137,7 @@ async def get_entity_profile(
     sessions: Annotated[int, Query(ge=1, le=50, description="top sessions listed")] = 5,
 ) -> EntityProfile:
     when = as_of_or_now(as_of)
-    found = await entity_profile(runtime.db.main, runtime.graph, entity_id, when, sessions=sessions)
+    found = await entity_profile(db, graph, entity_id, when, sessions=sessions)
     if found is None:
         raise HTTPException(status_code=404, detail=f"no entity {entity_id}")
     return EntityProfile.model_validate(found)

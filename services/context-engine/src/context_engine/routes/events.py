@@ -17,8 +17,13 @@ from fastapi import APIRouter, Body, Depends, Header, HTTPException, Query, Requ
 from pydantic import Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from context_engine.observe.chronicler import EventFilter, sse_stream
-from context_engine.routes.deps import either, get_runtime, invalid_query
+from context_engine.observe.chronicler import Chronicler, EventFilter, sse_stream
+from context_engine.routes.deps import (
+    ChroniclerDep,
+    SettingsDep,
+    either,
+    invalid_query,
+)
 from context_engine.routes.schemas import (
     MAX_EMIT_EVENTS,
     EmitEvents,
@@ -26,7 +31,6 @@ from context_engine.routes.schemas import (
     EmitResponse,
     EventPage,
 )
-from context_engine.runtime import Runtime
 from her_os_shared.creatures import CREATURES, Service
 from her_os_shared.events import EventType
 from her_os_shared.ids import ID_PATTERN
@@ -35,14 +39,14 @@ router = APIRouter(tags=["events"])
 stream_router = APIRouter(tags=["events"])
 
 
-def events_runtime(request: Request) -> Runtime:
-    runtime = get_runtime(request)
-    if not runtime.chronicler.warmed.is_set():
+def _warm_chronicler(chronicler: ChroniclerDep) -> Chronicler:
+    # the ring is filled from PostgreSQL at start: until then a query would miss events
+    if not chronicler.warmed.is_set():
         raise HTTPException(status_code=503, detail="the context engine is starting")
-    return runtime
+    return chronicler
 
 
-EventsRuntimeDep = Annotated[Runtime, Depends(events_runtime)]
+WarmChronicler = Annotated[Chronicler, Depends(_warm_chronicler)]
 CreatureQuery = Annotated[
     str | None, Query(description="comma-separated creature names (default: all)")
 ]
@@ -96,9 +100,9 @@ def _filter(
     response_model=EmitResponse,
     summary="Record events of other services (each validated on its own)",
 )
-async def emit_events(runtime: EventsRuntimeDep, body: EmitBody) -> EmitResponse:
+async def emit_events(chronicler: WarmChronicler, body: EmitBody) -> EmitResponse:
     events = body.events if isinstance(body, EmitRequest) else body
-    return EmitResponse.model_validate(runtime.chronicler.emit(events))
+    return EmitResponse.model_validate(chronicler.emit(events))
 
 
 @router.get(
@@ -107,7 +111,7 @@ async def emit_events(runtime: EventsRuntimeDep, body: EmitBody) -> EmitResponse
     summary="Recent events (from memory) or a time range (from PostgreSQL), newest first",
 )
 async def list_events(
-    runtime: EventsRuntimeDep,
+    chronicler: WarmChronicler,
     creature: CreatureQuery = None,
     service: ServiceQuery = None,
     event_type: Annotated[
@@ -131,7 +135,7 @@ async def list_events(
     since = either("since", since, "start", start)
     until = either("until", until, "end", end)
     flt = _filter(creature, service, event_type, session_id, since, until)
-    page = await runtime.chronicler.query(flt, limit=limit, offset=offset, source=source or "auto")
+    page = await chronicler.query(flt, limit=limit, offset=offset, source=source or "auto")
     return EventPage.model_validate(page)
 
 
@@ -143,7 +147,8 @@ async def list_events(
 )
 async def stream_events(
     request: Request,
-    runtime: EventsRuntimeDep,
+    chronicler: WarmChronicler,
+    settings: SettingsDep,
     creature: CreatureQuery = None,
     service: ServiceQuery = None,
     last_event_id: Annotated[
@@ -162,10 +167,9 @@ async def stream_events(
     ] = None,  # likewise
 ) -> EventSourceResponse:
     flt = _filter(creature, service)
-    settings = runtime.settings
     return EventSourceResponse(
         sse_stream(
-            runtime.chronicler,
+            chronicler,
             flt,
             last_event_id=last_event_id or resume_after,
             client=request.client.host if request.client else None,

@@ -4,7 +4,7 @@ GET /v1/forget/{request_id}. The work is in forget.py (ADR 0013)."""
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -12,13 +12,13 @@ from fastapi import APIRouter, HTTPException, Path, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from context_engine.privacy.forget import MIN_NAME_CHARS, ForgetError, Target
-from context_engine.routes.deps import RuntimeDep, SessionIdPath
+from context_engine.privacy.forget import MIN_NAME_CHARS, Forgetter, Target
+from context_engine.routes.deps import ForgetQueue, ForgetterDep, SessionIdPath
 from context_engine.routes.entities import EntityId
-from context_engine.runtime import Runtime
 
 router = APIRouter(tags=["forget"])
 
+QueueFn = Callable[[int], Awaitable[Any]] | None
 WaitS = Annotated[
     float, Query(ge=0, le=600, description="seconds to wait for every store (then 202)")
 ]
@@ -49,19 +49,10 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-async def _forget(runtime: Runtime, target: Target, wait_s: float) -> JSONResponse:
-    forgetter = runtime.forgetter
-    request_id = await forgetter.create(target)
-    if runtime.jobs_open:
-        await runtime.jobs.defer_forget(request_id)  # durable: retried until every store is done
-    try:
-        async with asyncio.timeout(wait_s):
-            await forgetter.run(request_id)
-    except (ForgetError, TimeoutError):
-        pass  # the report says which store, the job retries it
-    view = await forgetter.get(request_id)
-    assert view is not None
-    body = ForgetResult.model_validate(view)
+async def _forget(
+    forgetter: Forgetter, target: Target, wait_s: float, queue: QueueFn
+) -> JSONResponse:
+    body = ForgetResult.model_validate(await forgetter.request(target, wait_s, queue))
     return JSONResponse(
         body.model_dump(mode="json"), status_code=200 if body.status == "done" else 202
     )
@@ -74,12 +65,12 @@ async def _forget(runtime: Runtime, target: Target, wait_s: float) -> JSONRespon
     responses={404: {"description": "no such session"}, **_RESPONSES},
 )
 async def forget_session(
-    runtime: RuntimeDep, session_id: SessionIdPath, wait_s: WaitS = 30.0
+    forgetter: ForgetterDep, queue: ForgetQueue, session_id: SessionIdPath, wait_s: WaitS = 30.0
 ) -> JSONResponse:
-    target = await runtime.forgetter.resolve_session(session_id)
+    target = await forgetter.resolve_session(session_id)
     if target is None:
         raise HTTPException(status_code=404, detail=f"no session {session_id}")
-    return await _forget(runtime, target, wait_s)
+    return await _forget(forgetter, target, wait_s, queue)
 
 
 @router.delete(
@@ -89,12 +80,12 @@ async def forget_session(
     responses={404: {"description": "no such entity"}, **_RESPONSES},
 )
 async def forget_entity(
-    runtime: RuntimeDep, entity_id: EntityId, wait_s: WaitS = 30.0
+    forgetter: ForgetterDep, queue: ForgetQueue, entity_id: EntityId, wait_s: WaitS = 30.0
 ) -> JSONResponse:
-    target = await runtime.forgetter.resolve_entity(entity_id)
+    target = await forgetter.resolve_entity(entity_id)
     if target is None:
         raise HTTPException(status_code=404, detail=f"no entity {entity_id}")
-    return await _forget(runtime, target, wait_s)
+    return await _forget(forgetter, target, wait_s, queue)
 
 
 @router.post(
@@ -104,13 +95,13 @@ async def forget_entity(
     responses=_RESPONSES,
 )
 async def forget_person(
-    runtime: RuntimeDep, body: ForgetPerson, wait_s: WaitS = 30.0
+    forgetter: ForgetterDep, queue: ForgetQueue, body: ForgetPerson, wait_s: WaitS = 30.0
 ) -> JSONResponse:
     try:
-        target = await runtime.forgetter.resolve_person(body.person)
+        target = await forgetter.resolve_person(body.person)
     except ValueError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from exc
-    return await _forget(runtime, target, wait_s)
+    return await _forget(forgetter, target, wait_s, queue)
 
 
 class ForgetPage(BaseModel):
@@ -124,14 +115,14 @@ class ForgetPage(BaseModel):
     summary="The latest forget requests, newest first (what they removed; never what it was)",
 )
 async def list_forget(
-    runtime: RuntimeDep,
+    forgetter: ForgetterDep,
     status: Literal["pending", "done", "failed"] | None = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> ForgetPage:
-    found = await runtime.forgetter.latest(status=status, limit=limit)
+    found = await forgetter.latest(status=status, limit=limit)
     return ForgetPage(
         requests=[ForgetResult.model_validate(v) for v in found],
-        unfinished=await runtime.forgetter.unfinished(),
+        unfinished=await forgetter.unfinished(),
     )
 
 
@@ -142,9 +133,9 @@ async def list_forget(
     responses={404: {"description": "no such request"}},
 )
 async def get_forget(
-    runtime: RuntimeDep, request_id: Annotated[int, Path(ge=1, le=2**63 - 1)]
+    forgetter: ForgetterDep, request_id: Annotated[int, Path(ge=1, le=2**63 - 1)]
 ) -> ForgetResult:
-    view = await runtime.forgetter.get(request_id)
+    view = await forgetter.get(request_id)
     if view is None:
         raise HTTPException(status_code=404, detail=f"no forget request {request_id}")
     return ForgetResult.model_validate(view)

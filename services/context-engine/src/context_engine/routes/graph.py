@@ -4,15 +4,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Path, Query
+from fastapi import APIRouter, Depends, HTTPException, Path, Query
 
 from context_engine.graph.base import GraphError
 from context_engine.knowledge import graph_view
-from context_engine.routes.deps import RuntimeDep, as_of_or_now
+from context_engine.routes.deps import Database, GraphDep, as_of_or_now
 from context_engine.routes.schemas import FactPage, GraphEntityResponse
-from context_engine.runtime import Runtime
 
 if TYPE_CHECKING:
     from context_engine.graph.knowledge import KnowledgeGraph
@@ -21,8 +20,7 @@ if TYPE_CHECKING:
 router = APIRouter(tags=["graph"])
 
 
-def _graph(runtime: Runtime) -> KnowledgeGraph:
-    graph = runtime.graph
+def _open_graph(graph: GraphDep) -> KnowledgeGraph:
     if graph is None:
         raise HTTPException(
             status_code=503,
@@ -31,6 +29,12 @@ def _graph(runtime: Runtime) -> KnowledgeGraph:
     if not graph.opened:
         raise HTTPException(status_code=503, detail="the knowledge graph is not reachable yet")
     return graph
+
+
+if TYPE_CHECKING:  # as GraphDep (deps.py): graphiti is not imported at run time
+    OpenGraph = KnowledgeGraph
+else:
+    OpenGraph = Annotated[Any, Depends(_open_graph)]
 
 
 def _unavailable(exc: GraphError) -> HTTPException:
@@ -44,16 +48,14 @@ def _unavailable(exc: GraphError) -> HTTPException:
     responses={404: {"description": "no such entity"}, 503: {"description": "no graph"}},
 )
 async def entity_graph(
-    runtime: RuntimeDep,
+    db: Database,
+    graph: OpenGraph,
     entity_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
     depth: Annotated[int, Query(ge=1, le=3)] = 1,
     limit: Annotated[int, Query(ge=1, le=2000, description="facts at most")] = 500,
 ) -> GraphEntityResponse:
-    graph = _graph(runtime)
     try:
-        found = await graph_view.entity_graph(
-            runtime.db.main, graph, entity_id, depth=depth, limit=limit
-        )
+        found = await graph_view.entity_graph(db, graph, entity_id, depth=depth, limit=limit)
     except GraphError as exc:
         raise _unavailable(exc) from exc
     if found is None:
@@ -68,7 +70,8 @@ async def entity_graph(
     responses={503: {"description": "no graph"}},
 )
 async def facts(
-    runtime: RuntimeDep,
+    db: Database,
+    graph: OpenGraph,
     as_of: Annotated[
         datetime | None, Query(description="ISO time, default now (naive = UTC)")
     ] = None,
@@ -81,11 +84,10 @@ async def facts(
         Query(description="also the facts that had ended by as_of, each with what ended it"),
     ] = False,
 ) -> FactPage:
-    graph = _graph(runtime)
     when = as_of_or_now(as_of)
     try:
         items = await graph_view.facts_as_of(
-            runtime.db.main, graph, when, subject=subject, limit=limit, history=history
+            db, graph, when, subject=subject, limit=limit, history=history
         )
     except GraphError as exc:
         raise _unavailable(exc) from exc
@@ -99,17 +101,17 @@ async def facts(
     responses={503: {"description": "no graph"}},
 )
 async def graph_search(
-    runtime: RuntimeDep,
+    db: Database,
+    graph: OpenGraph,
     query: Annotated[str, Query(min_length=1, max_length=512)],
     as_of: Annotated[datetime | None, Query(description="ISO time, default now")] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 10,
 ) -> FactPage:
-    graph = _graph(runtime)
     if not query.strip():
         raise HTTPException(status_code=422, detail="query is blank")
     when = as_of_or_now(as_of)
     try:
-        items = await graph_view.search(runtime.db.main, graph, query, limit=limit, as_of=when)
+        items = await graph_view.search(db, graph, query, limit=limit, as_of=when)
     except GraphError as exc:
         raise _unavailable(exc) from exc
     return FactPage.model_validate({"as_of": when, "facts": items})

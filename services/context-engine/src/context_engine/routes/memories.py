@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 
 from context_engine.ingest.memories import InvalidMemoryError, default_speaker, write_memory
 from context_engine.ingest.transcripts import Ingestor
-from context_engine.routes.deps import RuntimeDep
+from context_engine.routes.deps import IngestorDep, SettingsDep
 from context_engine.routes.schemas import AddMemory, MemoryAdded
 from her_os_shared.logging import get_logger
 
@@ -35,9 +35,8 @@ async def _ingest(ingestor: Ingestor, path: Path) -> None:
     responses={422: {"description": "invalid input (`loc` names the field); nothing written"}},
 )
 async def add_memory(
-    runtime: RuntimeDep, body: AddMemory, background: BackgroundTasks
+    ingestor: IngestorDep, settings: SettingsDep, body: AddMemory, background: BackgroundTasks
 ) -> MemoryAdded:
-    settings = runtime.settings
     try:
         written = await asyncio.to_thread(
             write_memory,
@@ -54,7 +53,7 @@ async def add_memory(
             [{"type": "value_error", "loc": ("body", exc.field), "msg": str(exc)}]
         ) from None
     # After the response: the memory is durable in its file already.
-    background.add_task(_ingest, runtime.ingestor, written.path)
+    background.add_task(_ingest, ingestor, written.path)
     return MemoryAdded(
         session_id=written.session_id,
         segment_ids=written.segment_ids,

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query
 
 from context_engine.ingest import sessions
-from context_engine.routes.deps import PG_BIGINT_MAX, RuntimeDep, SessionIdPath
+from context_engine.routes.deps import PG_BIGINT_MAX, Database, SessionIdPath
 from context_engine.routes.schemas import SessionDetail, SessionPage
 
 router = APIRouter(tags=["sessions"])
@@ -16,13 +16,13 @@ router = APIRouter(tags=["sessions"])
 
 @router.get("/sessions", response_model=SessionPage, summary="List sessions, newest first")
 async def list_sessions(
-    runtime: RuntimeDep,
+    db: Database,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=PG_BIGINT_MAX)] = 0,
     since: Annotated[datetime | None, Query(description="started at or after")] = None,
     until: Annotated[datetime | None, Query(description="started before")] = None,
 ) -> SessionPage:
-    async with runtime.db.main.connect() as conn:
+    async with db.connect() as conn:
         items, total = await sessions.list_sessions(
             conn, limit=limit, offset=offset, since=since, until=until
         )
@@ -38,13 +38,13 @@ async def list_sessions(
     responses={404: {"description": "no such session"}},
 )
 async def get_session(
-    runtime: RuntimeDep,
+    db: Database,
     session_id: SessionIdPath,
     include_replaced: Annotated[
         bool, Query(description="also list fast-path segments a sweep replaced")
     ] = False,
 ) -> SessionDetail:
-    async with runtime.db.main.connect() as conn:
+    async with db.connect() as conn:
         found = await sessions.get_session(conn, session_id, include_replaced=include_replaced)
     if found is None:
         raise HTTPException(status_code=404, detail=f"no session {session_id}")
