@@ -22,9 +22,10 @@ from sqlalchemy import text
 
 from context_engine.config import Settings
 from context_engine.pipeline import stages
-from context_engine.pipeline.jobs import Backoff
+from context_engine.pipeline.jobs import JobRetry
 from context_engine.pipeline.stages import StageKey
 from her_os_shared.jsonl import append_records
+from her_os_shared.retry import Backoff
 from her_os_shared.transcript import Segment, TranscriptPayload
 
 T0 = datetime(2025, 6, 1, 10, 0, tzinfo=UTC)  # long past: sessions are finalised at once
@@ -700,14 +701,16 @@ def _job(attempts: int) -> Job:
 
 
 def test_backoff_delay_is_exponential_and_capped() -> None:
-    b = Backoff(max_attempts=10, base_s=2.0, max_s=30.0)
-    assert [b.delay(n) for n in range(7)] == [2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
-    assert b.delay(1000) == 30.0  # no overflow for absurd attempt counts
-    assert Backoff(max_attempts=3, base_s=0.0, max_s=5.0).delay(4) == 0.0
+    b = Backoff(first_s=2.0, max_s=30.0, jitter=0.2)
+    assert [b.step(n) for n in range(7)] == [2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
+    assert b.step(1000) == 30.0  # no overflow for absurd attempt counts
+    assert Backoff(first_s=0.0, max_s=5.0).delay(4) == 0.0
+    for n in range(7):  # jitter only lengthens a wait, by at most the fraction
+        assert b.step(n) <= b.delay(n) <= b.step(n) * 1.2
 
 
 def test_backoff_gives_up_after_max_attempts() -> None:
-    b = Backoff(max_attempts=3, base_s=1.0, max_s=60.0)
+    b = JobRetry(max_attempts=3, backoff=Backoff(first_s=1.0, max_s=60.0))
     boom = RuntimeError("boom")
     before = datetime.now(UTC)
     first = b.get_retry_decision(exception=boom, job=_job(0))  # run 1 failed
@@ -720,7 +723,7 @@ def test_backoff_gives_up_after_max_attempts() -> None:
     assert b.get_retry_decision(exception=boom, job=_job(2)) is None  # run 3: dead letter
     assert b.get_retry_decision(exception=boom, job=_job(7)) is None
     assert (
-        Backoff(max_attempts=1, base_s=1.0, max_s=1.0).get_retry_decision(
+        JobRetry(max_attempts=1, backoff=Backoff(first_s=1.0, max_s=1.0)).get_retry_decision(
             exception=boom, job=_job(0)
         )
         is None

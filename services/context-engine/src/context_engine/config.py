@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
+from her_os_shared.retry import Backoff
 from her_os_shared.settings import ServiceSettings
 
 
@@ -29,8 +30,12 @@ class Settings(ServiceSettings):
     # Apply Alembic migrations at start-up (off when an operator runs them separately:
     # `python -m context_engine.store.migrate`).
     migrate_on_start: bool = True
-    # Longest wait between migration attempts while PostgreSQL is unreachable.
+    # Longest wait between tries to reach a store while it is unreachable: migrations at
+    # start, opening the job queue, the graph and the vector store, restarting the worker.
     migrate_retry_max_s: float = Field(default=30.0, gt=0)
+    # Every retry waits its exponential step stretched by a random factor in
+    # [1, 1 + retry_jitter] (her_os_shared.retry), so retries that failed together spread out.
+    retry_jitter: float = Field(default=0.2, ge=0, le=1)
 
     # Move what is alive after start-up out of the cyclic GC's reach (runtime.py): shorter
     # collection pauses. Meant for the engine process; tests starting many engines turn it off.
@@ -78,7 +83,7 @@ class Settings(ServiceSettings):
     jobs_enabled: bool = True
     jobs_concurrency: int = Field(default=2, ge=1)
     # Attempts before a job is dead-lettered (procrastinate status "failed"), and the
-    # exponential backoff between them: base * 2**attempt, capped.
+    # exponential backoff between them: base * 2**attempt, capped (then jittered).
     job_max_attempts: int = Field(default=6, ge=1, le=100)
     job_retry_base_s: float = Field(default=2.0, ge=0)
     job_retry_max_s: float = Field(default=600.0, gt=0)
@@ -275,3 +280,9 @@ class Settings(ServiceSettings):
                 f"unknown timezone {value!r} (an IANA name such as 'Asia/Kolkata')"
             ) from exc
         return value
+
+    def backoff(self, first_s: float, max_s: float | None = None) -> Backoff:
+        """Waits from `first_s`, doubling, capped at `max_s` (default `migrate_retry_max_s`),
+        each stretched by up to `retry_jitter` (her_os_shared.retry)."""
+        cap = self.migrate_retry_max_s if max_s is None else max_s
+        return Backoff(first_s, cap, self.retry_jitter)

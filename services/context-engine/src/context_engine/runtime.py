@@ -50,6 +50,7 @@ from context_engine.store.stats import engine_stats
 from context_engine.vectors.factory import make_vector_store
 from her_os_shared.creatures import CreatureName
 from her_os_shared.logging import get_logger
+from her_os_shared.retry import retry_until_done
 
 if TYPE_CHECKING:
     from context_engine.graph import KnowledgeGraph
@@ -121,7 +122,7 @@ class Runtime:
             self._closing("vectors", self.embedding.close)
             self.entity_embedding = EntityEmbedding(self.embedding, batch=s.embed_batch_segments)
         self.search_index = (
-            SegmentSearchIndex(s.search_index_dir, self.db.main)
+            SegmentSearchIndex(s.search_index_dir, self.db.main, retry=s.backoff(5.0))
             if s.keyword_backend == "index"
             else None
         )
@@ -216,6 +217,8 @@ class Runtime:
             debounce_s=s.watch_debounce_s,
             max_delay_s=s.watch_max_delay_s,
             reconcile_interval_s=s.reconcile_interval_s,
+            retry_max_s=s.migrate_retry_max_s,
+            retry_jitter=s.retry_jitter,
             concurrency=s.ingest_concurrency,
             is_current=self.ingestor.is_current,
         )
@@ -225,6 +228,8 @@ class Runtime:
             debounce_s=s.events_watch_debounce_s,
             max_delay_s=max(s.events_watch_max_delay_s, s.events_watch_debounce_s),
             reconcile_interval_s=s.reconcile_interval_s,
+            retry_max_s=s.migrate_retry_max_s,
+            retry_jitter=s.retry_jitter,
             concurrency=1,
             is_current=self.event_files.is_current,
             name="events",
@@ -402,17 +407,11 @@ class Runtime:
         log.info("engine.started")
 
     async def _open_jobs(self) -> None:
-        delay = 0.5
-        while True:
-            try:
-                await self.jobs.open()
-            except Exception as exc:  # PostgreSQL unreachable: retry, /health says why not
-                log.warning("jobs.open_retry", error=repr(exc)[:300], retry_in_s=delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, self.settings.migrate_retry_max_s)
-                continue
-            self._jobs_open = True
-            return
+        # PostgreSQL unreachable: retried, /health says why not meanwhile
+        await retry_until_done(
+            self.jobs.open, backoff=self.settings.backoff(0.5), log=log, event="jobs.open_retry"
+        )
+        self._jobs_open = True
 
     async def _rescue_after_start(self) -> None:
         """Jobs a killed worker held stay `doing` until its heartbeat is STALLED_AFTER_S old;
@@ -428,17 +427,10 @@ class Runtime:
         """Indices and constraints, retried until the graph server answers; graph jobs that
         run before then fail and are retried by the queue."""
         assert self.graph is not None
-        delay = 0.5
-        while True:
-            try:
-                await self.graph.open()
-            except Exception as exc:
-                log.warning("graph.open_retry", error=repr(exc)[:300], retry_in_s=delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, self.settings.migrate_retry_max_s)
-                continue
-            log.info("graph.open", backend=self.settings.graph_backend)
-            return
+        await retry_until_done(
+            self.graph.open, backoff=self.settings.backoff(0.5), log=log, event="graph.open_retry"
+        )
+        log.info("graph.open", backend=self.settings.graph_backend)
 
     async def _open_vectors(self) -> None:
         """The vector index (in process by default: fast). A store that does not open (a
@@ -456,18 +448,13 @@ class Runtime:
 
     async def _reopen_vectors(self) -> None:
         assert self.embedding is not None
-        delay = 0.5
-        while True:
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, self.settings.migrate_retry_max_s)
-            try:
-                await self.embedding.open()
-            except Exception as exc:
-                log.warning("vectors.open_retry", error=repr(exc)[:300], retry_in_s=delay)
-                continue
-            log.info("vectors.opened_after_retry")
-            await self._vectors_opened()
-            return
+        backoff = self.settings.backoff(0.5)
+        await asyncio.sleep(backoff.delay(0))  # the first try failed in _open_vectors
+        await retry_until_done(
+            self.embedding.open, backoff=backoff, log=log, event="vectors.open_retry"
+        )
+        log.info("vectors.opened_after_retry")
+        await self._vectors_opened()
 
     async def _vectors_opened(self) -> None:
         self._tasks.append(asyncio.create_task(self._warm_embedder(), name="embedder-warm-up"))

@@ -14,7 +14,8 @@ dead one does not add its timeout to every clip meanwhile.
 Retries: httpx's own transport retries (`AUDIO_PIPELINE_SER_RETRIES`, with its backoff: 0 s,
 0.5 s, 1 s, ...) repeat a connection that could not be made. A request that reached the
 sidecar is not sent again: it may have been classified already, and the fast path would wait
-out its timeout twice. (The repository has no retry helper of its own to reuse.)
+out its timeout twice. (Retrying connections is the transport's job here, not a loop of ours:
+her_os_shared.retry serves the loops that retry a call.)
 """
 
 from __future__ import annotations

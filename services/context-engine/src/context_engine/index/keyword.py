@@ -31,8 +31,12 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from her_os_shared.logging import get_logger
+from her_os_shared.retry import Backoff, retry_until_done
 
 log = get_logger(__name__)
+
+# Between tries to rebuild the index while PostgreSQL does not answer.
+REBUILD_RETRY = Backoff(5.0, 60.0)
 T = TypeVar("T")
 
 SCHEMA_VERSION = "3"  # 2: documents carry the speaker and the turn before; 3: and `lex_next`
@@ -128,9 +132,15 @@ class Changes:
 
 class SegmentSearchIndex:
     def __init__(
-        self, directory: Path, engine: AsyncEngine, *, heap_bytes: int = 64_000_000
+        self,
+        directory: Path,
+        engine: AsyncEngine,
+        *,
+        heap_bytes: int = 64_000_000,
+        retry: Backoff = REBUILD_RETRY,
     ) -> None:
         self.directory = Path(directory)
+        self.retry = retry
         self.engine = engine
         self.heap_bytes = heap_bytes
         sb = tantivy.SchemaBuilder()
@@ -246,18 +256,15 @@ class SegmentSearchIndex:
                 self._rebuild_until_done(), name="search-index-rebuild"
             )
 
-    async def _rebuild_until_done(self, retry_s: float = 5.0) -> None:
-        while True:
-            try:
+    async def _rebuild_until_done(self) -> None:
+        async def attempt() -> None:
+            if not self._closing:
                 await self.rebuild()
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # PostgreSQL away: keep serving from PostgreSQL, retry
-                if self._closing:
-                    return
-                log.error("search_index.rebuild_failed", error=repr(exc)[:500], retry_in_s=retry_s)
-                await asyncio.sleep(retry_s)
+
+        # PostgreSQL away: searches keep being served from PostgreSQL meanwhile
+        await retry_until_done(
+            attempt, backoff=self.retry, log=log, event="search_index.rebuild_failed"
+        )
 
     async def _apply_locked(self, changes: Changes) -> None:
         rows: list[Any] = []

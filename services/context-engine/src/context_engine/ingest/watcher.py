@@ -44,6 +44,7 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
 from her_os_shared.logging import get_logger
+from her_os_shared.retry import Backoff
 
 log = get_logger(__name__)
 
@@ -141,6 +142,8 @@ class TranscriptWatcher:
         max_delay_s: float = 3.0,
         reconcile_interval_s: float = 30.0,
         retry_delay_s: float = 5.0,
+        retry_max_s: float = 60.0,
+        retry_jitter: float = 0.2,
         concurrency: int = 4,
         is_current: IsCurrent | None = None,
         name: str = "transcript",
@@ -155,7 +158,8 @@ class TranscriptWatcher:
         self._debounce_s = debounce_s
         self._max_delay_s = max_delay_s
         self._reconcile_interval_s = reconcile_interval_s
-        self._retry_delay_s = retry_delay_s
+        # a file whose handler keeps failing is retried less and less often
+        self._retry = Backoff(retry_delay_s, max(retry_max_s, retry_delay_s), retry_jitter)
         self._is_current = is_current
         self._name = name  # in task names and logs: this class also watches the events files
         self._sem = asyncio.Semaphore(concurrency)
@@ -172,6 +176,7 @@ class TranscriptWatcher:
         self._running: set[Path] = set()  # handler in progress
         self._dirty: dict[Path, float] = {}  # changed while running -> loop time of 1st change
         self._backoff: dict[Path, float] = {}  # failed: not before this loop time
+        self._failures: dict[Path, int] = {}  # failed runs in a row
         self._tasks: set[asyncio.Task[None]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -308,6 +313,7 @@ class TranscriptWatcher:
 
     async def _run(self, path: Path) -> None:
         failed = cancelled = False
+        retry_in = 0.0
         try:
             async with self._sem:
                 self._queued.discard(path)
@@ -321,32 +327,38 @@ class TranscriptWatcher:
                     raise
                 except Exception as exc:
                     failed = True
+                    failures = self._failures[path] = self._failures.get(path, 0) + 1
+                    retry_in = self._retry.delay(failures - 1)
                     log.exception(
                         "watcher.handle_failed",
                         path=str(path),
                         error=repr(exc),
-                        retry_in_s=self._retry_delay_s,
+                        retry_in_s=round(retry_in, 3),
                     )
         finally:
             self._queued.discard(path)
             self._running.discard(path)
             first_change = self._dirty.pop(path, None)
             if not (self._closed or cancelled):
-                self._reschedule(path, failed=failed, first_change=first_change)
+                self._reschedule(path, failed=failed, first_change=first_change, retry_in=retry_in)
             self._update_idle()
 
-    def _reschedule(self, path: Path, *, failed: bool, first_change: float | None) -> None:
+    def _reschedule(
+        self, path: Path, *, failed: bool, first_change: float | None, retry_in: float = 0.0
+    ) -> None:
         loop = self._require_loop()
         if failed:
             if not os.path.exists(path):
                 # Retrying a deleted file would fail forever; a new write re-triggers it.
                 self._backoff.pop(path, None)
+                self._failures.pop(path, None)
                 log.info("watcher.file_gone", path=str(path))
                 return
-            self._backoff[path] = loop.time() + self._retry_delay_s
+            self._backoff[path] = loop.time() + retry_in
             self.touch(path, 0.0)  # lands on the backoff time
             return
         self._backoff.pop(path, None)
+        self._failures.pop(path, None)
         if first_change is not None:
             # Changed mid-run: run once more, debounced, still bounded by the first change.
             self._deadline[path] = first_change + self._max_delay_s

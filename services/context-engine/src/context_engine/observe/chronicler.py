@@ -548,17 +548,17 @@ class Chronicler:
                         backlog_max=self.settings.events_backlog_max)  # fmt: skip
 
     async def _flush_loop(self) -> None:
-        delay = self.settings.events_flush_interval_s
+        backoff = self.settings.backoff(self.settings.events_flush_interval_s, RETRY_MAX_S)
+        delays = backoff.delays()
         while True:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.settings.events_flush_interval_s):
                     await self._wake.wait()
             self._wake.clear()
             if await self.flush():
-                delay = self.settings.events_flush_interval_s
+                delays = backoff.delays()  # written: the next failure waits the least again
             else:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RETRY_MAX_S)
+                await asyncio.sleep(next(delays))
 
     async def flush(self) -> bool:
         """Write everything pending now; False when a batch could not be written (it stays

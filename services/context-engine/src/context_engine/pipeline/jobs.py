@@ -47,6 +47,7 @@ from context_engine.privacy.forget import Forgetter
 from context_engine.store.db import libpq_conninfo
 from her_os_shared.creatures import CreatureName
 from her_os_shared.logging import get_logger
+from her_os_shared.retry import Backoff, retry_until_done
 
 log = get_logger(__name__)
 
@@ -73,22 +74,19 @@ _LIST = text(
 )
 
 
-class Backoff(BaseRetryStrategy):
-    """Exponential backoff: wait base * 2**attempt seconds (capped); give up after
-    `max_attempts` runs in all, leaving the job `failed` (dead letter)."""
+class JobRetry(BaseRetryStrategy):
+    """procrastinate's retry decision on the shared backoff (her_os_shared.retry): a failed
+    run waits `backoff.delay(attempts)` (base * 2**attempt, capped, jittered); after
+    `max_attempts` runs in all the job is left `failed` (dead letter)."""
 
-    def __init__(self, max_attempts: int, base_s: float, max_s: float) -> None:
+    def __init__(self, max_attempts: int, backoff: Backoff) -> None:
         self.max_attempts = max_attempts
-        self.base_s = base_s
-        self.max_s = max_s
-
-    def delay(self, attempts: int) -> float:
-        return min(self.base_s * 2 ** min(attempts, 60), self.max_s)
+        self.backoff = backoff
 
     def get_retry_decision(self, *, exception: BaseException, job: Job) -> RetryDecision | None:
         if job.attempts + 1 >= self.max_attempts:
             return None
-        return RetryDecision(retry_in={"seconds": self.delay(job.attempts)})
+        return RetryDecision(retry_in={"seconds": self.backoff.delay(job.attempts)})
 
 
 StageBody = Callable[[StageKey], Awaitable[str]]
@@ -123,8 +121,9 @@ class JobQueue:
         # entity vectors (index/entity_vectors.py); None = none kept
         self.entity_embedding = entity_embedding
         self.gap = timedelta(seconds=settings.session_gap_s)
-        self.retry = Backoff(
-            settings.job_max_attempts, settings.job_retry_base_s, settings.job_retry_max_s
+        self.retry = JobRetry(
+            settings.job_max_attempts,
+            settings.backoff(settings.job_retry_base_s, settings.job_retry_max_s),
         )
         connector = procrastinate.PsycopgConnector(
             conninfo=libpq_conninfo(settings.database_url.get_secret_value()),
@@ -507,15 +506,14 @@ async def run_forever(queue: JobQueue, stopping: asyncio.Event) -> None:
     """The in-process worker, restarted after a crash (e.g. PostgreSQL went away) until
     `stopping` is set. A worker cancelled while PostgreSQL is down may raise something other
     than CancelledError: `stopping` is what ends the loop, not the exception type."""
-    delay = 1.0
+    backoff = queue.settings.backoff(1.0)
     while not stopping.is_set():
         try:
-            await queue.run_worker(wait=True)
+            await retry_until_done(
+                queue.run_worker, backoff=backoff, log=log, event="jobs.worker_crashed",
+                stop=stopping,
+            )  # fmt: skip
         except asyncio.CancelledError:
             raise
-        except Exception as exc:
-            if stopping.is_set():
-                return
-            log.error("jobs.worker_crashed", error=repr(exc)[:500], restart_in_s=delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 60.0)
+        except Exception:  # the last crash, once stopping was set
+            return

@@ -11,6 +11,7 @@ from alembic.config import Config
 
 from context_engine.config import Settings
 from her_os_shared.logging import get_logger
+from her_os_shared.retry import retry_until_done
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 log = get_logger(__name__)
@@ -38,22 +39,16 @@ async def migrate_until_done(settings: Settings, done: asyncio.Event) -> None:
     if not settings.migrate_on_start:
         done.set()
         return
-    delay = 0.5
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            await asyncio.to_thread(upgrade, settings.database_url.get_secret_value())
-        except Exception as exc:  # any failure: log it and retry; health stays unavailable
-            log.warning(
-                "migrations.retry", attempt=attempt, retry_in_s=delay, error=repr(exc)[:500]
-            )
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, settings.migrate_retry_max_s)
-            continue
-        log.info("migrations.done", attempt=attempt)
-        done.set()
-        return
+    url = settings.database_url.get_secret_value()
+    # any failure: logged and retried; health stays unavailable meanwhile
+    await retry_until_done(
+        lambda: asyncio.to_thread(upgrade, url),
+        backoff=settings.backoff(0.5),
+        log=log,
+        event="migrations.retry",
+    )
+    log.info("migrations.done")
+    done.set()
 
 
 def main() -> None:

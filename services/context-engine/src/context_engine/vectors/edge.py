@@ -80,6 +80,7 @@ from context_engine.vectors.base import (
     segment_key,
 )
 from her_os_shared.logging import get_logger
+from her_os_shared.retry import Backoff
 
 log = get_logger(__name__)
 T = TypeVar("T")
@@ -98,7 +99,7 @@ FORMAT = 1
 CURRENT = "CURRENT"
 SPACE_FILE = "space.json"
 GEN_PREFIX = "gen-"
-_BUILD_RETRY_MAX_S = 600.0
+_BUILD_RETRY = Backoff(30.0, 600.0)  # between tries to build a space's index
 _SCHEMA = {"keyword": qe.PayloadSchemaType.Keyword, "float": qe.PayloadSchemaType.Float}
 
 
@@ -629,7 +630,7 @@ class EdgeVectorStore(VectorStore):
             raise
         except Exception as exc:
             sp.failures += 1
-            delay = min(_BUILD_RETRY_MAX_S, 30.0 * 2 ** (sp.failures - 1))
+            delay = _BUILD_RETRY.delay(sp.failures - 1)
             sp.retry_at = time.monotonic() + delay
             log.warning("vectors.edge.index_failed", space=sp.name, error=str(exc), retry_s=delay)
         finally:
