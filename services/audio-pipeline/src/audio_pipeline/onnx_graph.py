@@ -8,7 +8,6 @@ model."""
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from audio_pipeline.bundled import BundledFile, verified_path
+from her_os_shared.bundled import LazyModel
 from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
@@ -104,10 +104,11 @@ def cpu_session(model: onnx.ModelProto | Path, threads: int) -> onnxruntime.Infe
     return onnxruntime.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
 
 
-class LazyCpuSession:
-    """The CPU session of a bundled model, made on first use and once (thread-safe): the file
-    is hash-checked (`verified_path`), then `build` turns it into what `cpu_session` runs (an
-    in-memory graph rebuilt from its weights, or the file itself)."""
+class LazyCpuSession(LazyModel["onnxruntime.InferenceSession"]):
+    """The CPU session of a bundled model, made on first use and once (her_os_shared's
+    LazyModel: under a lock, or warmed): the file is hash-checked (`verified_path`), then
+    `build` turns it into what `cpu_session` runs (an in-memory graph rebuilt from its
+    weights, or the file itself)."""
 
     def __init__(
         self,
@@ -117,20 +118,16 @@ class LazyCpuSession:
         *,
         event: str,
     ) -> None:
+        super().__init__(event, self._open)
         self.model = model
         self._build = build
         # One or two intra-op threads by default: the networks gain little beyond two, and
         # the pipeline runs STT and emotion on the remaining cores.
         self._threads = threads or min(2, os.cpu_count() or 1)
         self._event = event
-        self._session: onnxruntime.InferenceSession | None = None
-        self._lock = threading.Lock()
 
-    def get(self) -> onnxruntime.InferenceSession:
-        if self._session is None:
-            with self._lock:
-                if self._session is None:
-                    path = verified_path(self.model)
-                    self._session = cpu_session(self._build(path), self._threads)
-                    log.info(self._event, path=str(path), threads=self._threads)
-        return self._session
+    def _open(self) -> onnxruntime.InferenceSession:
+        path = verified_path(self.model)
+        session = cpu_session(self._build(path), self._threads)
+        log.info(self._event, path=str(path), threads=self._threads)
+        return session

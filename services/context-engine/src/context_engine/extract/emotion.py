@@ -23,11 +23,11 @@ counts (VADER's cost grows faster than the length of the text).
 from __future__ import annotations
 
 import re
-import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from context_engine.extract.patterns import sentence_bounds
 from context_engine.extract.schema import ExtractedEntity, SegmentText
+from her_os_shared.bundled import VADER
 
 if TYPE_CHECKING:
     from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
@@ -57,20 +57,11 @@ _CUE_RE = {
     for emotion, words in _CUES.items()
 }
 
-_lock = threading.Lock()
-_analyzer: SentimentIntensityAnalyzer | None = None
-
 
 def analyzer() -> SentimentIntensityAnalyzer:
-    """One VADER analyser per process (it loads its lexicon on creation)."""
-    global _analyzer
-    if _analyzer is None:
-        with _lock:
-            if _analyzer is None:
-                from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
-
-                _analyzer = SentimentIntensityAnalyzer()
-    return _analyzer
+    """The process's one VADER analyser (her_os_shared.bundled.VADER: lexicons hash-checked,
+    loaded once)."""
+    return cast("SentimentIntensityAnalyzer", VADER.get())
 
 
 def confidence_of(compound: float) -> float:

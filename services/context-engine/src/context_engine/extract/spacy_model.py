@@ -16,12 +16,17 @@ After upgrading the model package, print the new hashes and paste them here:
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
 import importlib.util
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from her_os_shared.bundled import (
+    LazyModel,
+    ModelIntegrityError,
+    check_distribution,
+    sha256_of,
+    verify_files,
+)
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -64,12 +69,7 @@ EXPECTED_SHA256: dict[str, str] = {
 }
 _DOCS = {"README.md", "LICENSE", "LICENSES_SOURCES", "accuracy.json"}
 
-_lock = threading.Lock()
-_nlp: Language | None = None
-
-
-class ModelIntegrityError(RuntimeError):
-    """The installed model is not the pinned one (a version or a file hash differs)."""
+__all__ = ["ModelIntegrityError", "get_nlp", "load_verified", "verify"]
 
 
 def model_dir() -> Path:
@@ -85,7 +85,7 @@ def model_dir() -> Path:
 def file_hashes(folder: Path) -> dict[str, str]:
     """sha256 of every file under `folder` but the documentation, by relative POSIX path."""
     return {
-        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        p.relative_to(folder).as_posix(): sha256_of(p)
         for p in sorted(folder.rglob("*"))
         if p.is_file() and p.name not in _DOCS
     }
@@ -93,28 +93,14 @@ def file_hashes(folder: Path) -> dict[str, str]:
 
 def verify(folder: Path, expected: dict[str, str] | None = None) -> None:
     """Raise ModelIntegrityError unless every expected file is there with its hash."""
-    expected = EXPECTED_SHA256 if expected is None else expected
-    for rel, want in expected.items():
-        path = folder / rel
-        if not path.is_file():
-            raise ModelIntegrityError(f"spaCy model file missing: {path}")
-        got = hashlib.sha256(path.read_bytes()).hexdigest()
-        if got != want:
-            raise ModelIntegrityError(
-                f"spaCy model file {path} has sha256 {got}, expected {want}: the installed "
-                f"{DISTRIBUTION} is not the pinned {VERSION} (reinstall it, or update "
-                "EXPECTED_SHA256 in context_engine/extract/spacy_model.py after checking the "
-                "new model)"
-            )
-
-
-def check_installed_version() -> None:
-    try:
-        installed = importlib.metadata.version(DISTRIBUTION)
-    except importlib.metadata.PackageNotFoundError as e:
-        raise ModelIntegrityError(f"{DISTRIBUTION}=={VERSION} is not installed") from e
-    if installed != VERSION:
-        raise ModelIntegrityError(f"{DISTRIBUTION} {installed} is installed, pinned {VERSION}")
+    verify_files(
+        folder,
+        EXPECTED_SHA256 if expected is None else expected,
+        what="spaCy model",
+        hint=f"the installed {DISTRIBUTION} is not the pinned {VERSION} (reinstall it, or "
+        "update EXPECTED_SHA256 in context_engine/extract/spacy_model.py after checking the "
+        "new model)",
+    )
 
 
 def load_verified(folder: Path | None = None, expected: dict[str, str] | None = None) -> Language:
@@ -122,20 +108,18 @@ def load_verified(folder: Path | None = None, expected: dict[str, str] | None = 
     import spacy
 
     if folder is None:
-        check_installed_version()
+        check_distribution(DISTRIBUTION, VERSION)
         folder = model_dir()
     verify(folder, expected)
     return spacy.load(folder, exclude=list(EXCLUDE))
 
 
+# The process-wide pipeline, loaded (and checked) on first use or when warmed at start.
+NLP: LazyModel[Language] = LazyModel("spacy", load_verified)
+
+
 def get_nlp() -> Language:
-    """The process-wide pipeline, loaded (and checked) on first use; thread-safe."""
-    global _nlp
-    if _nlp is None:
-        with _lock:
-            if _nlp is None:
-                _nlp = load_verified()
-    return _nlp
+    return NLP.get()
 
 
 if __name__ == "__main__":  # print the hashes to paste into EXPECTED_SHA256
