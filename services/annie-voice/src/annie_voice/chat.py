@@ -45,6 +45,7 @@ from annie_voice.lookahead import MemoryLookahead
 from annie_voice.observe import Observer
 from annie_voice.tools.fetch import UrlProvenance, url_host
 from her_os_shared.creatures import CreatureName, responder_creature, tool_creature
+from her_os_shared.events import EventType
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
@@ -225,7 +226,7 @@ class ChatService:
     # --- sessions ---
 
     async def brief(self, session: ChatSession, query: str | None) -> Briefing:
-        self.observer.emit(CreatureName.SPHINX, "start", session_id=session.id)
+        self.observer.emit(CreatureName.SPHINX, EventType.START, session_id=session.id)
         briefing = await build_briefing(
             self.engine if self.settings.briefing_enabled else None,
             (query or "").strip() or self.settings.briefing_query,
@@ -287,7 +288,10 @@ class ChatService:
         session = ChatSession(id=session_id or uuid.uuid4().hex, backend=backend.name)
         self.sessions.add(session)
         self.observer.emit(
-            CreatureName.MERMAID, "start", session_id=session.id, data={"backend": backend.name}
+            CreatureName.MERMAID,
+            EventType.START,
+            session_id=session.id,
+            data={"backend": backend.name},
         )
         session.memory_marker = await self._forget_marker()  # before the briefing it covers
         await self.brief(session, first_message)
@@ -458,7 +462,7 @@ class ChatService:
         tool_runs = 0
         self.observer.emit(
             responder_creature(backend.name),
-            "start",
+            EventType.START,
             session_id=session.id,
             data={"backend": backend.name},
         )
@@ -508,7 +512,7 @@ class ChatService:
                     tool_runs += 1
                     self.observer.emit(
                         tool_creature(call.name),
-                        "start",
+                        EventType.START,
                         session_id=session.id,
                         data={"tool": call.name},
                     )
@@ -553,7 +557,7 @@ class ChatService:
             log.warning("chat.llm_failed", session_id=session.id, error=str(exc))
             self.observer.emit(
                 responder_creature(backend.name),
-                "error",
+                EventType.ERROR,
                 session_id=session.id,
                 data={"error": str(exc)[:500]},
             )
@@ -570,7 +574,7 @@ class ChatService:
         total_ms = int((time.monotonic() - started) * 1000)
         self.observer.emit(
             responder_creature(backend.name),
-            "complete",
+            EventType.COMPLETE,
             session_id=session.id,
             data={
                 "backend": backend.name,

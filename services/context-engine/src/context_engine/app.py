@@ -16,6 +16,7 @@ from context_engine.mcp.http import running as mcp_running
 from context_engine.routes import api_router
 from context_engine.runtime import Runtime
 from her_os_shared.creatures import CreatureName
+from her_os_shared.events import EventType
 from her_os_shared.service import HealthReport, create_service_app
 
 SERVICE = "context-engine"
@@ -49,7 +50,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         client = request.client.host if request.client else None
         await runtime.recorder.emit(
             CreatureName.BASILISK,
-            "error",
+            EventType.ERROR,
             data={
                 "reason": f"{reason} token",
                 "method": request.method,

@@ -49,6 +49,7 @@ from context_engine.store.migrate import migrate_until_done
 from context_engine.store.stats import engine_stats
 from context_engine.vectors.factory import make_vector_store
 from her_os_shared.creatures import CreatureName
+from her_os_shared.events import EventType
 from her_os_shared.logging import get_logger
 from her_os_shared.retry import retry_until_done
 
@@ -322,7 +323,7 @@ class Runtime:
     async def _ingest(self, path: Path) -> None:
         await self.recorder.emit(
             CreatureName.OWL,
-            "metric",
+            EventType.METRIC,
             data={"file": path.name},
             reasoning=f"new lines in {path.name}",
         )
@@ -337,7 +338,7 @@ class Runtime:
             counts, self.auth_counts = self.auth_counts, Counter()
             if counts:
                 await self.recorder.emit(
-                    CreatureName.BASILISK, "metric",
+                    CreatureName.BASILISK, EventType.METRIC,
                     data={"passed": counts["passed"], "refused": counts["refused"],
                           "locked_out": counts["locked_out"]},
                     reasoning=f"{counts['passed']} requests let through, "
@@ -345,13 +346,13 @@ class Runtime:
                 )  # fmt: skip
             stats = self.chronicler.stats()
             await self.recorder.emit(
-                CreatureName.NARWHAL, "metric", data=stats,
+                CreatureName.NARWHAL, EventType.METRIC, data=stats,
                 reasoning=f"{stats['recorded']} events recorded, {stats['subscribers']} "
                 f"watching, {stats['backlog']} waiting for PostgreSQL",
             )  # fmt: skip
             pools = self.db.stats()
             await self.recorder.emit(
-                CreatureName.DRAGON, "metric", data=dict(pools),
+                CreatureName.DRAGON, EventType.METRIC, data=dict(pools),
                 reasoning="; ".join(
                     f"{name} pool: {p.get('checked_out', '?')} of {p.get('size', '?')} in use"
                     for name, p in pools.items()

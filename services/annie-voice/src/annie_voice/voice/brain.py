@@ -38,6 +38,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from annie_voice.chat import ChatService, ChatSession
 from her_os_shared.creatures import CreatureName
+from her_os_shared.events import EventType
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
@@ -191,7 +192,7 @@ class AnnieLLMProcessor(FrameProcessor):
                     if isinstance(shown, dict) and shown.get("kind") in RENDER_KINDS:
                         await self.send_client({"type": "render", "payload": shown})
                         self.chat.observer.emit(
-                            CreatureName.NYMPH, "metric", session_id=self.session_id,
+                            CreatureName.NYMPH, EventType.METRIC, session_id=self.session_id,
                             data={"kind": shown.get("kind"), "tool": data.get("name")},
                         )  # fmt: skip
                     await self.send_client(

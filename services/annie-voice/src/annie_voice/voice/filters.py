@@ -25,6 +25,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from annie_voice.llm.toolfilter import ToolCallTextFilter
 from annie_voice.observe import Observer
 from her_os_shared.creatures import CreatureName
+from her_os_shared.events import EventType
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
@@ -76,7 +77,7 @@ class VoiceObserverProcessor(FrameProcessor):
         self.session_id = session_id
 
     def _emit(
-        self, event_type: str, creature: CreatureName = CreatureName.LUNA_MOTH, **data: Any
+        self, event_type: EventType, creature: CreatureName = CreatureName.LUNA_MOTH, **data: Any
     ) -> None:
         self.observer.emit(
             creature, event_type, session_id=self.session_id, data={"voice": True, **data}
@@ -89,23 +90,25 @@ class VoiceObserverProcessor(FrameProcessor):
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
         if isinstance(frame, StartFrame):
-            self._emit("start", stage="voice_session")
+            self._emit(EventType.START, stage="voice_session")
         elif isinstance(frame, EndFrame):
-            self._emit("complete", stage="voice_session")
+            self._emit(EventType.COMPLETE, stage="voice_session")
         elif isinstance(frame, UserStartedSpeakingFrame):
-            self._emit("metric", stage="user_speaking")
+            self._emit(EventType.METRIC, stage="user_speaking")
             await self._speaking("user", True)
         elif isinstance(frame, UserStoppedSpeakingFrame):
-            self._emit("metric", stage="user_stopped")
+            self._emit(EventType.METRIC, stage="user_stopped")
             await self._speaking("user", False)
         elif isinstance(frame, TranscriptionFrame):
-            self._emit("complete", CreatureName.SERPENT, stage="transcript", chars=len(frame.text))
+            self._emit(
+                EventType.COMPLETE, CreatureName.SERPENT, stage="transcript", chars=len(frame.text)
+            )
         elif isinstance(frame, BotStartedSpeakingFrame):
-            self._emit("start", CreatureName.LEVIATHAN, stage="annie_speaking")
+            self._emit(EventType.START, CreatureName.LEVIATHAN, stage="annie_speaking")
             await self._speaking("assistant", True)
         elif isinstance(frame, BotStoppedSpeakingFrame):
-            self._emit("complete", CreatureName.LEVIATHAN, stage="annie_stopped")
+            self._emit(EventType.COMPLETE, CreatureName.LEVIATHAN, stage="annie_stopped")
             await self._speaking("assistant", False)
         elif isinstance(frame, ErrorFrame):
-            self._emit("error", error=str(frame.error)[:300])
+            self._emit(EventType.ERROR, error=str(frame.error)[:300])
         await self.push_frame(frame, direction)

@@ -32,6 +32,7 @@ from annie_voice.voice.rtc import unbuffer_audio_receivers
 from annie_voice.voice.stt import STT_SAMPLE_RATE
 from annie_voice.voice.tts import TTS_SAMPLE_RATE
 from her_os_shared.creatures import CreatureName
+from her_os_shared.events import EventType
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
@@ -133,7 +134,7 @@ class VoiceSessions:
         async def on_connection(connection: SmallWebRTCConnection) -> None:
             session.pc_id = connection.pc_id
             session.connection = connection
-            self.chat.observer.emit(CreatureName.GARGOYLE, "start", session_id=session.id)
+            self.chat.observer.emit(CreatureName.GARGOYLE, EventType.START, session_id=session.id)
             session.task = asyncio.create_task(
                 self._run(session, connection), name=f"voice-{session.id}"
             )
@@ -201,7 +202,9 @@ class VoiceSessions:
             log.exception("voice.pipeline_failed", session_id=session.id)
         finally:
             log.info("voice.session_ended", session_id=session.id)
-            self.chat.observer.emit(CreatureName.GARGOYLE, "complete", session_id=session.id)
+            self.chat.observer.emit(
+                CreatureName.GARGOYLE, EventType.COMPLETE, session_id=session.id
+            )
 
     async def close(self) -> None:
         await self.handler.close()

@@ -65,6 +65,7 @@ from context_engine.graph.facts import edge_name
 from context_engine.graph.query import at_or_before
 from context_engine.graph.store import session_episode_name, session_of_episode_name, utc
 from her_os_shared.creatures import engine_llm_creature
+from her_os_shared.events import EventType
 
 if TYPE_CHECKING:
     from graphiti_core.driver.driver import GraphDriver
@@ -219,7 +220,7 @@ class GraphitiLLM(OpenAIGenericClient):
         return self.model or ""
 
     async def _emit(
-        self, event_type: str, data: dict[str, Any], reasoning: str, model: str | None = None
+        self, event_type: EventType, data: dict[str, Any], reasoning: str, model: str | None = None
     ) -> None:
         if self.recorder is not None:
             model = model or self.model
@@ -256,18 +257,21 @@ class GraphitiLLM(OpenAIGenericClient):
         model = self.model_for(kwargs.get("prompt_name"))
         if model != self.model:
             kwargs["model"] = model  # graphiti's generate_response passes it to the request
-        await self._emit("start", {"schema": what}, f"graphiti asks for {what}", model)
+        await self._emit(EventType.START, {"schema": what}, f"graphiti asks for {what}", model)
         started = time.perf_counter()
         try:
             result = await self._checked(what, messages, response_model, *args, **kwargs)
         except GraphLLMError as exc:
             await self._emit(
-                "error", {"schema": what, "error": str(exc)[:300]}, str(exc)[:200], model
+                EventType.ERROR, {"schema": what, "error": str(exc)[:300]}, str(exc)[:200], model
             )
             raise
         seconds = round(time.perf_counter() - started, 3)
         await self._emit(
-            "complete", {"schema": what, "seconds": seconds}, f"{what} in {seconds:.1f} s", model
+            EventType.COMPLETE,
+            {"schema": what, "seconds": seconds},
+            f"{what} in {seconds:.1f} s",
+            model,
         )
         return result
 

@@ -28,6 +28,7 @@ from context_engine.ingest.watcher import SeenFiles
 from context_engine.observe.recorder import EventRecorder
 from context_engine.store.models import IngestOffset
 from her_os_shared.creatures import CreatureName
+from her_os_shared.events import EventType
 from her_os_shared.ids import InvalidIdError, validate_id
 from her_os_shared.jsonl import SUFFIX, JsonlReader, JsonlRecord, stream_path
 from her_os_shared.logging import get_logger
@@ -147,14 +148,16 @@ class Ingestor:
             return IngestResult(session_id=path.stem, status="invalid_name")
         async with self._locks[str(path)]:
             if self.recorder:
-                await self.recorder.emit(CreatureName.OUROBOROS, "start", session_id=session_id)
+                await self.recorder.emit(
+                    CreatureName.OUROBOROS, EventType.START, session_id=session_id
+                )
             try:
                 result = await self._ingest(path, session_id, from_start)
             except Exception as exc:
                 if self.recorder:
                     await self.recorder.emit(
                         CreatureName.OUROBOROS,
-                        "error",
+                        EventType.ERROR,
                         session_id=session_id,
                         data={"error": repr(exc)[:500]},
                     )
@@ -162,7 +165,7 @@ class Ingestor:
         if self.recorder:
             await self.recorder.emit(
                 CreatureName.OUROBOROS,
-                "complete",
+                EventType.COMPLETE,
                 session_id=session_id,
                 data={
                     "status": result.status,

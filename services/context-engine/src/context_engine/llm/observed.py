@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from her_os_shared.creatures import engine_llm_creature
+from her_os_shared.events import EventType
 
 if TYPE_CHECKING:
     from context_engine.llm.client import LLMClient
@@ -26,14 +27,14 @@ class ObservedLLM:
         self, system: str, user: str, schema: dict[str, Any], schema_name: str
     ) -> str:
         asked = {"model": self.name, "schema": schema_name, "prompt_chars": len(system) + len(user)}
-        await self.recorder.emit(self.creature, "start", data=asked)
+        await self.recorder.emit(self.creature, EventType.START, data=asked)
         started = time.perf_counter()
         try:
             answer = await self.inner.complete_json(system, user, schema, schema_name)
         except Exception as exc:
             await self.recorder.emit(
                 self.creature,
-                "error",
+                EventType.ERROR,
                 data=asked | {"error": f"{type(exc).__name__}: {exc}"[:300]},
                 reasoning=f"{self.name} failed on {schema_name}",
             )
@@ -41,7 +42,7 @@ class ObservedLLM:
         seconds = round(time.perf_counter() - started, 3)
         await self.recorder.emit(
             self.creature,
-            "complete",
+            EventType.COMPLETE,
             data=asked | {"answer_chars": len(answer), "seconds": seconds},
             reasoning=f"{self.name} answered {schema_name} in {seconds:.1f} s",
         )

@@ -30,6 +30,7 @@ from context_engine.memory.tiers import TIERS, EntityHistory, TierPolicy, classi
 from context_engine.observe.recorder import EventRecorder
 from context_engine.store.models import ConsolidationRun
 from her_os_shared.creatures import CreatureName
+from her_os_shared.events import EventType
 from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ class Consolidator:
         )
         self.policy = TierPolicy.from_settings(settings)
 
-    async def _emit(self, creature: str, event_type: str, **kwargs: Any) -> None:
+    async def _emit(self, creature: str, event_type: EventType, **kwargs: Any) -> None:
         if self.recorder is not None:
             await self.recorder.emit(creature, event_type, **kwargs)
 
@@ -190,7 +191,7 @@ class Consolidator:
         log.info("consolidation.start", run_id=run_id, as_of=as_of.isoformat(), entities=total)
         await self._emit(
             CreatureName.SALMON,
-            "start",
+            EventType.START,
             data={"run_id": run_id, "as_of": as_of.isoformat(), "entities": total},
             reasoning=f"{run['trigger']} consolidation of {total} entities as of {as_of:%Y-%m-%d}",
         )
@@ -211,7 +212,9 @@ class Consolidator:
                 )
             log.error("consolidation.failed", run_id=run_id, error=repr(exc)[:500])
             await self._emit(
-                CreatureName.SALMON, "error", data={"run_id": run_id, "error": repr(exc)[:300]}
+                CreatureName.SALMON,
+                EventType.ERROR,
+                data={"run_id": run_id, "error": repr(exc)[:300]},
             )
             raise
         async with self.engine.begin() as conn:
@@ -231,7 +234,7 @@ class Consolidator:
                  low_salience=counts.low_salience, communities=communities)  # fmt: skip
         await self._emit(
             CreatureName.SALMON,
-            "complete",
+            EventType.COMPLETE,
             data={
                 "run_id": run_id,
                 "processed": counts.processed,
@@ -259,18 +262,18 @@ class Consolidator:
                       error=repr(exc)[:500])  # fmt: skip
 
     async def _communities(self, as_of: datetime) -> int:
-        await self._emit(CreatureName.CORAL, "start", data={"as_of": as_of.isoformat()})
+        await self._emit(CreatureName.CORAL, EventType.START, data={"as_of": as_of.isoformat()})
         outcome = await detect_communities(
             self.engine, self.settings, as_of=as_of, graph=self.graph
         )
         if outcome.graph_error:
             # PostgreSQL's communities stand (tiers use them); the graph copy is retried next run.
             await self._emit(
-                CreatureName.CORAL, "error", data={"graph_error": outcome.graph_error[:300]}
+                CreatureName.CORAL, EventType.ERROR, data={"graph_error": outcome.graph_error[:300]}
             )
         await self._emit(
             CreatureName.CORAL,
-            "complete",
+            EventType.COMPLETE,
             data={"communities": outcome.communities, "members": outcome.members},
             reasoning=f"{outcome.communities} communities of {outcome.members} entities",
         )
@@ -331,7 +334,7 @@ class Consolidator:
                 )
             await self._emit(
                 CreatureName.SEA_CUCUMBER,
-                "metric",
+                EventType.METRIC,
                 data={
                     "run_id": run_id,
                     "processed": counts.processed,
@@ -342,7 +345,7 @@ class Consolidator:
             if changes:
                 await self._emit(
                     CreatureName.SALMON,
-                    "metric",
+                    EventType.METRIC,
                     data={"run_id": run_id, "changes": changes[:EVENT_CHANGES],
                           "changes_total": len(changes)},
                     reasoning="; ".join(

@@ -61,6 +61,7 @@ from context_engine.llm.parse import parse_json_payload, snippet
 from context_engine.memory import day_facts, promises
 from context_engine.observe.recorder import EventRecorder
 from her_os_shared.creatures import CreatureName
+from her_os_shared.events import EventType
 from her_os_shared.jsonl import replace_records, stream_path
 from her_os_shared.logging import get_logger
 from her_os_shared.transcript import Segment, TranscriptPayload
@@ -800,7 +801,7 @@ class DailyReflector:
         if stored is not None and stored.input_fingerprint == fingerprint:
             reason = "llm_retry"
         sid = reflection_session_id(day)
-        await self._emit("start", sid, {"day": day.isoformat(), "reason": reason,
+        await self._emit(EventType.START, sid, {"day": day.isoformat(), "reason": reason,
                                         "segments": len(inputs.segments)})  # fmt: skip
         summary = summarise(inputs)
         text_, generated_by = await self._write_text(summary, inputs, sid, empty)
@@ -810,7 +811,7 @@ class DailyReflector:
         log.info("daily.reflected", day=day.isoformat(), generated_by=generated_by,
                  reason=reason, segments=len(inputs.segments))  # fmt: skip
         await self._emit(
-            "complete",
+            EventType.COMPLETE,
             sid,
             {"day": day.isoformat(), "reason": reason, "generated_by": generated_by,
              "sessions": summary["counts"]["sessions"], "segments": len(inputs.segments),
@@ -843,7 +844,7 @@ class DailyReflector:
             log.warning("daily.llm_failed", day=inputs.day.isoformat(), error=error)
             summary["llm_error"] = error
             await self._emit(
-                "error",
+                EventType.ERROR,
                 sid,
                 {"day": inputs.day.isoformat(), "error": error},
                 reasoning="the LLM failed: the deterministic reflection is used",
@@ -904,7 +905,7 @@ class DailyReflector:
         return row
 
     async def _emit(
-        self, event: str, sid: str, data: dict[str, Any], reasoning: str | None = None
+        self, event: EventType, sid: str, data: dict[str, Any], reasoning: str | None = None
     ) -> None:
         if self.recorder is not None:
             await self.recorder.emit(CREATURE, event, session_id=sid, data=data,

@@ -41,6 +41,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from context_engine.ingest.session_kinds import NOT_REFLECTION_SQL
 from context_engine.observe.recorder import EventRecorder
 from her_os_shared.creatures import CreatureName
+from her_os_shared.events import EventType
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
@@ -336,7 +337,7 @@ async def update_fulfilments(
     if recorder is not None:
         await recorder.emit(
             CreatureName.PHOENIX,
-            "complete",
+            EventType.COMPLETE,
             data={"task": "promise_fulfilments", "checked": len(promises), "fulfilled": found,
                   "as_of": as_of.isoformat()},
             reasoning="a later segment reported these promises done",

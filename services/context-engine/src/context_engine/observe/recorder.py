@@ -35,8 +35,8 @@ class EventRecorder:
     ) -> ObservabilityEvent | None:
         """Record an event of `creature` (its service, process and zone come from the
         registry); None when the event is invalid (logged: a bug in the caller)."""
-        if creature in ENGINE_LLMS and event_type in ("complete", "error"):
-            if event_type == "complete":
+        if creature in ENGINE_LLMS and event_type in (EventType.COMPLETE, EventType.ERROR):
+            if event_type == EventType.COMPLETE:
                 self.outcomes.succeeded("llm")
             else:
                 self.outcomes.failed("llm", str((data or {}).get("error") or "LLM call failed"))

@@ -42,6 +42,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from context_engine.pipeline.session_stages import GRAPH_STAGE
 from her_os_shared.creatures import CreatureName
+from her_os_shared.events import EventType
 from her_os_shared.ids import InvalidIdError, validate_id
 from her_os_shared.jsonl import SUFFIX, JsonlReader
 from her_os_shared.logging import get_logger
@@ -200,7 +201,7 @@ class StoreChecker:
 
     # --- progress ---
 
-    async def _emit(self, event: str, check_id: str, reasoning: str, **data: Any) -> None:
+    async def _emit(self, event: EventType, check_id: str, reasoning: str, **data: Any) -> None:
         if self.recorder is not None:
             await self.recorder.emit(
                 CREATURE, event, data={"check_id": check_id, **data}, reasoning=reasoning
@@ -214,7 +215,7 @@ class StoreChecker:
             return
         self._last_progress = now
         await self._emit(
-            "metric", check_id, f"drift check: {phase} {done}/{total}",
+            EventType.METRIC, check_id, f"drift check: {phase} {done}/{total}",
             phase=phase, done=done, total=total,
         )  # fmt: skip
 
@@ -227,7 +228,7 @@ class StoreChecker:
     async def _check(self, check_id: str) -> Report:
         started = time.monotonic()
         report = Report(check_id)
-        await self._emit("start", check_id, "drift check started")
+        await self._emit(EventType.START, check_id, "drift check started")
         pending, forgetting = await self._in_flight()
         report.forgetting = len(forgetting)
         report.pending = {task: len(s) for task, s in sorted(pending.items())}
@@ -237,7 +238,7 @@ class StoreChecker:
         report.seconds = time.monotonic() - started
         summary = {k: d.count for k, d in report.drift.items() if d.count}
         await self._emit(
-            "complete", check_id,
+            EventType.COMPLETE, check_id,
             f"drift check: {report.total} drifted" + (f" ({summary})" if summary else ""),
             drift_total=report.total, drift=summary,
         )  # fmt: skip
@@ -449,7 +450,7 @@ class StoreChecker:
                 await self.graph.forget_session(sid)
             done["graph_episodes_removed"] = len(orphans)
         done["reported_only"] = d["postgres_not_in_jsonl"].count
-        await self._emit("complete", cid, f"drift repair: {done}", repaired=done)
+        await self._emit(EventType.COMPLETE, cid, f"drift repair: {done}", repaired=done)
         log.info("check.repaired", check_id=cid, **done)
         return done
 

@@ -46,6 +46,7 @@ from context_engine.pipeline.stages import StageKey
 from context_engine.privacy.forget import Forgetter
 from context_engine.store.db import libpq_conninfo
 from her_os_shared.creatures import CreatureName
+from her_os_shared.events import EventType
 from her_os_shared.logging import get_logger
 from her_os_shared.retry import Backoff, retry_until_done
 
@@ -249,7 +250,7 @@ class JobQueue:
             if self.recorder:
                 await self.recorder.emit(
                     CreatureName.OUROBOROS,
-                    "error",
+                    EventType.ERROR,
                     session_id=key.session_id,
                     data={
                         "stage": key.stage,
@@ -279,7 +280,7 @@ class JobQueue:
         if result.status == "finalised" and self.recorder:
             await self.recorder.emit(
                 CreatureName.OUROBOROS,
-                "complete",
+                EventType.COMPLETE,
                 session_id=key.session_id,
                 data={"stage": "finalise", "segments_count": result.segments_count},
             )
@@ -304,7 +305,7 @@ class JobQueue:
             log.info("embed.session", session_id=key.session_id, segments=count)
             if self.recorder:
                 await self.recorder.emit(
-                    CreatureName.EEL, "complete", session_id=key.session_id,
+                    CreatureName.EEL, EventType.COMPLETE, session_id=key.session_id,
                     data={"segments": count, "space": self.embedding.space_name},
                 )  # fmt: skip
         await self.embedding.mark_ready_if_complete()
@@ -319,7 +320,7 @@ class JobQueue:
             log.info("embed.entities", entities=count)
             if self.recorder:
                 await self.recorder.emit(
-                    CreatureName.EEL, "complete",
+                    CreatureName.EEL, EventType.COMPLETE,
                     data={"entities": count, "space": emb.segments.space_name},
                 )  # fmt: skip
         return f"embedded {count} entities"

@@ -33,6 +33,7 @@ from context_engine.pipeline import stages
 from context_engine.pipeline.stages import StageKey
 from context_engine.store.models import ExtractionRun
 from her_os_shared.creatures import CreatureName
+from her_os_shared.events import EventType
 from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
@@ -104,7 +105,9 @@ class SessionStages:
     def graph_key(self, session_id: str) -> StageKey:
         return StageKey(session_id, GRAPH_STAGE, GRAPH_VERSION)
 
-    async def _emit(self, creature: str, event: str, session_id: str, **data: int | str) -> None:
+    async def _emit(
+        self, creature: str, event: EventType, session_id: str, **data: int | str
+    ) -> None:
         if self.recorder is not None:
             await self.recorder.emit(creature, event, session_id=session_id, data=dict(data))
 
@@ -133,7 +136,7 @@ class SessionStages:
             return StageOutcome("missing", {})
         started = datetime.now(UTC)
         await self._emit(
-            CreatureName.KRAKEN, "start", sid, extractor=self.extractor.label,
+            CreatureName.KRAKEN, EventType.START, sid, extractor=self.extractor.label,
             segments=len(session.segments),
         )  # fmt: skip
         # The extractor runs outside any transaction: an LLM may take minutes.
@@ -165,7 +168,7 @@ class SessionStages:
             "run_id": stored.run_id,
         }
         log.info("extract.stored", session_id=sid, **detail)
-        await self._emit(CreatureName.KRAKEN, "complete", sid, **detail)
+        await self._emit(CreatureName.KRAKEN, EventType.COMPLETE, sid, **detail)
         return StageOutcome("done", detail)
 
     # --- graph ---
@@ -211,7 +214,7 @@ class SessionStages:
             session.spoken_at,
             annotations=tuple((e.type, e.name) for e in extraction.entities),
         )
-        await self._emit(CreatureName.MANTA, "start", sid, mode=self.graph_mode)
+        await self._emit(CreatureName.MANTA, EventType.START, sid, mode=self.graph_mode)
         if self.graph_mode == "llm":
             written = await self.graph.add_episode(episode)
         else:
@@ -229,7 +232,7 @@ class SessionStages:
             "reinstated": len(written.reinstated),
         }
         log.info("graph.written", session_id=sid, **detail)
-        await self._emit(CreatureName.MANTA, "complete", sid, **detail)
+        await self._emit(CreatureName.MANTA, EventType.COMPLETE, sid, **detail)
         return StageOutcome("done", detail)
 
     # --- what is pending (new sessions, a new extractor version, a new graph version) ---

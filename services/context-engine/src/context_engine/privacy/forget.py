@@ -43,6 +43,7 @@ from context_engine.extract.schema import canonical_name
 from context_engine.index.keyword import Changes
 from context_engine.knowledge import entity_store
 from her_os_shared.creatures import CreatureName
+from her_os_shared.events import EventType
 from her_os_shared.ids import InvalidIdError, validate_id
 from her_os_shared.jsonl import SUFFIX, rewrite_stream
 from her_os_shared.logging import get_logger
@@ -538,7 +539,7 @@ class Forgetter:
         if self.p.recorder is not None:
             await self.p.recorder.emit(
                 CreatureName.SEA_CUCUMBER,
-                "error" if failed else "complete",
+                EventType.ERROR if failed else EventType.COMPLETE,
                 data={"forget_request": request_id, "kind": target.kind, "failed": failed},
                 reasoning=f"forget request {request_id}: "
                 + (f"{', '.join(failed)} to retry" if failed else "forgotten everywhere"),

@@ -46,6 +46,7 @@ from context_engine.search.query import (
 )
 from context_engine.store.models import Entity, EntityMention
 from her_os_shared.creatures import CreatureName
+from her_os_shared.events import EventType
 from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
@@ -274,7 +275,7 @@ class Retriever:
             status = "error"
         if self.recorder:
             await self.recorder.emit(
-                CreatureName.SQUID, "error", data={"status": status, "of": "facts"}
+                CreatureName.SQUID, EventType.ERROR, data={"status": status, "of": "facts"}
             )
         return None, status
 
@@ -293,7 +294,7 @@ class Retriever:
             hits = len(found[leg.name])
             await self.recorder.emit(
                 leg.creature,
-                "complete",
+                EventType.COMPLETE,
                 data={"hits": hits, "asked": k, "ms": ms},
                 reasoning=f"{leg.name}: {hits} candidates in {ms:.0f} ms",
             )
@@ -335,7 +336,7 @@ class Retriever:
                 if self.recorder:
                     await self.recorder.emit(
                         leg.creature,
-                        "error",
+                        EventType.ERROR,
                         data={"status": status[leg.name], "error": repr(outcome)[:300]},
                     )
                 continue
@@ -370,7 +371,7 @@ class Retriever:
             pool = len({(c.session_id, c.segment_id) for cs in ranked.values() for c in cs})
             await self.recorder.emit(
                 CreatureName.PUFFERFISH,
-                "complete",
+                EventType.COMPLETE,
                 data={"legs": dict(status), "candidates": pool, "results": len(best), "ms": ms,
                       "tiers": sorted(q.tiers) if q.tiers else None},
                 reasoning=f"fused {len(ranked)} of {len(status)} legs: {pool} candidates → "
