@@ -405,6 +405,89 @@ def _known_people(session: _Session, people: Sequence[tuple[int, str]]) -> froze
     return frozenset(n for n in names | speakers | here if n and not is_placeholder_speaker(n))
 
 
+class _Mentions:
+    """What one turn names, added as entities with their evidence sentence (`add(...)`), and
+    the people among them: who "her"/"his" may refer to (`people`: offset, name) and who is
+    spoken to, so who "your" is (`spoken_to`)."""
+
+    def __init__(self, session: _Session, seg: SegmentText, bounds: list[tuple[int, int]]) -> None:
+        self.session = session
+        self.seg = seg
+        self.bounds = bounds
+        self.people: list[tuple[int, str]] = []
+        self.spoken_to: list[str] = []
+
+    def __call__(
+        self, type_: EntityType, name: str, confidence: float, offset: int, **properties: Any
+    ) -> None:
+        seg = self.seg
+        evidence = sentence_at(seg.text, offset, self.bounds)
+        properties = {"speaker": seg.speaker, **properties}
+        self.session.entities.append(
+            ExtractedEntity(type_, name, confidence, evidence, properties,
+                            segment_id=seg.segment_id)
+        )  # fmt: skip
+        # someone addressed is "you", not "her": not a referent for a pronoun
+        addressed = properties.get("source") in ("vocative", "addressed")
+        if type_ == "person" and confidence >= CONFIDENCE_GATES["person"] and not addressed:
+            self.people.append((offset, name))
+        elif type_ == "person" and addressed:
+            self.spoken_to.append(name)
+
+
+def _take_turn(session: _Session, seg: SegmentText) -> None:
+    """Whose turn it is: the one who spoke before is now spoken to, and a speaker with a
+    name is a person."""
+    if session.previous_speaker is not None and session.previous_speaker != seg.speaker:
+        session.addressee = session.previous_speaker
+    session.previous_speaker = seg.speaker
+    speaker = seg.speaker.strip()
+    if speaker not in session.speakers and looks_like_name(speaker):
+        session.speakers.add(speaker)
+        session.entities.append(
+            ExtractedEntity("person", speaker_display_name(speaker), SPEAKER_CONFIDENCE,
+                            properties={"speaker": speaker, "source": "speaker"},
+                            segment_id=seg.segment_id)
+        )  # fmt: skip
+
+
+def _said_items(session: _Session, seg: SegmentText, add: _Mentions, dates: Sequence[Span]) -> None:
+    """What the turn says in set shapes: promises and decisions (with when they are due),
+    questions and the like, topics of the lexicon, and events with their dates."""
+    for entity, start, end in find_entity_spans(seg):
+        if entity.type in ("promise", "decision") and (
+            when := _when(start, end, dates, add.bounds, seg.text)
+        ):
+            extra: dict[str, Any] = {"when": when}
+            if due := resolve(when, seg.spoken_at, "future"):
+                extra["due"] = iso_day(due)
+            entity = replace(entity, properties={**entity.properties, **extra})
+        session.entities.append(entity)
+    for m in _TOPIC_MENTION.finditer(seg.text):
+        add("topic", m.group(1).lower(), TOPIC_MENTION_CONFIDENCE, m.start(), source="lexicon")
+    for event in _dated_events(seg, dates):
+        if on := resolve(str(event.properties.get("when", "")), seg.spoken_at):
+            event = replace(event, properties={**event.properties, "date": iso_day(on)})
+        session.entities.append(event)
+
+
+def _who_you_are(session: _Session, seg: SegmentText, spoken_to: list[str]) -> str | None:
+    """Who "you" and "your" are in this turn: someone it addresses by name, else the one who
+    spoke before, else (two speakers) the other one when that one has a name."""
+    addressee = session.addressee if session.addressee != seg.speaker else None
+    if addressee is None and session.pair is not None:
+        other = next((p for p in session.pair if p != seg.speaker.strip()), None)
+        # "you" is the other party only when that party has a name: a diarization label
+        # is stable within one session only (ADR 0017)
+        addressee = other if other and looks_like_name(other) else None
+    if not spoken_to and (named := _SENTENCE_START_NAME.match(seg.text)):
+        # "Arjun, your sister…": a session's speaker addressed by name
+        labels = {p.casefold(): p for p in session.pair or ()}
+        if named.group(1).casefold() in labels:
+            spoken_to.append(labels[named.group(1).casefold()])
+    return spoken_to[0] if spoken_to else addressee
+
+
 class FastExtractor:
     """spaCy NER + patterns + VADER; see the module docstring. `extract_sync` is the same work
     without the thread (benchmarks, tests); `extract_raw` is it before gates and dedup."""
@@ -494,38 +577,38 @@ class FastExtractor:
         return Extraction(entities=_resolve_types(entities), relations=relations)
 
     def _segment(self, session: _Session, seg: SegmentText, doc: Doc) -> None:
-        if session.previous_speaker is not None and session.previous_speaker != seg.speaker:
-            session.addressee = session.previous_speaker
-        session.previous_speaker = seg.speaker
-        speaker = seg.speaker.strip()
-        if speaker not in session.speakers and looks_like_name(speaker):
-            session.speakers.add(speaker)
-            session.entities.append(
-                ExtractedEntity("person", speaker_display_name(speaker), SPEAKER_CONFIDENCE,
-                                properties={"speaker": speaker, "source": "speaker"},
-                                segment_id=seg.segment_id)
-            )  # fmt: skip
+        """One turn, in its named steps: whose turn it is, what it names, what it says in
+        set shapes, who "you" is in it, then the facts and the feeling it states."""
+        _take_turn(session, seg)
         if not seg.text.strip():
             return
-        bounds = sentence_bounds(seg.text)
+        mentions = _Mentions(session, seg, sentence_bounds(seg.text))
         dates = [e for e in doc.ents if e.label_ in DATE_LABELS]
-        people: list[tuple[int, str]] = []  # (offset, name): who "her"/"his" may refer to
-        spoken_to: list[str] = []  # names addressed in this segment: who "your" refers to
+        self._names(session, seg, doc, mentions, dates)
+        _said_items(session, seg, mentions, dates)
+        people = sorted(mentions.people)
+        you = _who_you_are(session, seg, mentions.spoken_to)
+        self._relations(session, seg, doc, people, you)
+        if (
+            self.emotions
+            and names_a_feeling(seg.text)
+            and (emotion := emotion_of(seg))
+            and emotion.name not in _GENERIC
+        ):
+            session.entities.append(emotion)
+        if people:
+            session.last_person = people[-1][1]
 
-        def add(type_: EntityType, name: str, confidence: float, offset: int,
-                **properties: Any) -> None:  # fmt: skip
-            evidence = sentence_at(seg.text, offset, bounds)
-            properties = {"speaker": seg.speaker, **properties}
-            entity = ExtractedEntity(type_, name, confidence, evidence, properties,
-                                     segment_id=seg.segment_id)  # fmt: skip
-            session.entities.append(entity)
-            # someone addressed is "you", not "her": not a referent for a pronoun
-            addressed = properties.get("source") in ("vocative", "addressed")
-            if type_ == "person" and confidence >= CONFIDENCE_GATES["person"] and not addressed:
-                people.append((offset, name))
-            elif type_ == "person" and addressed:
-                spoken_to.append(name)
-
+    def _names(
+        self,
+        session: _Session,
+        seg: SegmentText,
+        doc: Doc,
+        add: _Mentions,
+        dates: Sequence[Span],
+    ) -> None:
+        """The people, places, organisations, events and dates the turn names (NER), the
+        people it addresses (vocatives) and the people its relation words name."""
         not_people = [(e.start_char, e.end_char) for e in doc.ents if e.label_ != "PERSON"]
         for ent in doc.ents:
             kind = LABELS.get(ent.label_)
@@ -540,7 +623,7 @@ class FastExtractor:
                     source="addressed")  # fmt: skip
             elif kind is not None and (name := clean_thing(ent.text)):
                 when = (
-                    _when(ent.start_char, ent.end_char, dates, bounds, seg.text)
+                    _when(ent.start_char, ent.end_char, dates, add.bounds, seg.text)
                     if kind == "event"
                     else None
                 )
@@ -555,35 +638,16 @@ class FastExtractor:
         for r in relation_mentions(seg.text):
             add("person", r.object, RELATION_NAME_CONFIDENCE, r.object_start, source="relation")
 
-        for entity, start, end in find_entity_spans(seg):
-            if entity.type in ("promise", "decision") and (
-                when := _when(start, end, dates, bounds, seg.text)
-            ):
-                extra: dict[str, Any] = {"when": when}
-                if due := resolve(when, seg.spoken_at, "future"):
-                    extra["due"] = iso_day(due)
-                entity = replace(entity, properties={**entity.properties, **extra})
-            session.entities.append(entity)
-        for m in _TOPIC_MENTION.finditer(seg.text):
-            add("topic", m.group(1).lower(), TOPIC_MENTION_CONFIDENCE, m.start(), source="lexicon")
-        for event in _dated_events(seg, dates):
-            if on := resolve(str(event.properties.get("when", "")), seg.spoken_at):
-                event = replace(event, properties={**event.properties, "date": iso_day(on)})
-            session.entities.append(event)
-
-        people.sort()
-        addressee = session.addressee if session.addressee != seg.speaker else None
-        if addressee is None and session.pair is not None:
-            other = next((p for p in session.pair if p != seg.speaker.strip()), None)
-            # "you" is the other party only when that party has a name: a diarization label
-            # is stable within one session only (ADR 0017)
-            addressee = other if other and looks_like_name(other) else None
-        if not spoken_to and (named := _SENTENCE_START_NAME.match(seg.text)):
-            # "Arjun, your sister…": a session's speaker addressed by name
-            labels = {p.casefold(): p for p in session.pair or ()}
-            if named.group(1).casefold() in labels:
-                spoken_to.append(labels[named.group(1).casefold()])
-        you = spoken_to[0] if spoken_to else addressee  # who "you" and "your" are
+    @staticmethod
+    def _relations(
+        session: _Session,
+        seg: SegmentText,
+        doc: Doc,
+        people: list[tuple[int, str]],
+        you: str | None,
+    ) -> None:
+        """What the turn states: relationships ("my sister Tara"), what is said to someone,
+        preferences, and (parsed turns) the facts of its clauses."""
         session.relations.extend(
             find_relations(
                 seg,
@@ -612,15 +676,6 @@ class FastExtractor:
                 known=_known_people(session, people),
             )
             session.relations.extend(statements(doc, speech))
-        if (
-            self.emotions
-            and names_a_feeling(seg.text)
-            and (emotion := emotion_of(seg))
-            and emotion.name not in _GENERIC
-        ):
-            session.entities.append(emotion)
-        if people:
-            session.last_person = people[-1][1]
 
     @staticmethod
     def _person(session: _Session, doc: Doc, ent: Span, add: Any) -> None:

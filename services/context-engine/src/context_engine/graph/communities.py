@@ -112,15 +112,8 @@ async def write_graph_communities(
     summary from `summarise(members)`). Ordered so that a write stopped half-way is completed
     by running it again: nodes, new edges, stale edges, stale nodes. Returns what it wrote and
     removed."""
-    from graphiti_core.driver.driver import GraphProvider
-    from graphiti_core.edges import CommunityEdge
-    from graphiti_core.helpers import semaphore_gather
-    from graphiti_core.nodes import CommunityNode
-
     graphiti = graph.graphiti  # raises when the graph is not open
     driver = graphiti.driver
-    now = datetime.now(UTC)
-
     existing = {
         r["uuid"]: r
         for r in await run(
@@ -130,7 +123,35 @@ async def write_graph_communities(
             group_id=group_id,
         )
     }
-    # Nodes: new or renamed ones (re-embedded, graphiti's full save), summary-only changes.
+    saved = await _save_nodes(graphiti, group_id, communities, existing, summarise)
+    node_of = await _member_nodes(driver, group_id, [m for c in communities for m in c.members])
+    added, present, wanted = await _add_edges(driver, group_id, communities, node_of)
+    stale_nodes = sorted(existing.keys() - {c.uuid for c in communities})
+    stale_edges = await _remove_stale(driver, present, wanted, stale_nodes)
+    return {
+        "nodes_saved": saved,
+        "nodes_removed": len(stale_nodes),
+        "edges_added": added,
+        "edges_removed": stale_edges,
+        "members_without_node": sum(1 for c in communities for m in c.members
+                                    if m.id not in node_of),
+    }  # fmt: skip
+
+
+async def _save_nodes(
+    graphiti: Any,
+    group_id: str,
+    communities: Sequence[StoredCommunity],
+    existing: dict[str, Any],
+    summarise: Callable[[Sequence[Member]], str],
+) -> int:
+    """New or renamed Community nodes, re-embedded (graphiti's full save); summary-only
+    changes set in place. Returns how many nodes were saved."""
+    from graphiti_core.driver.driver import GraphProvider
+    from graphiti_core.helpers import semaphore_gather
+    from graphiti_core.nodes import CommunityNode
+
+    driver = graphiti.driver
     to_save: list[tuple[StoredCommunity, str]] = []
     resummarised: list[dict[str, str]] = []
     for c in communities:
@@ -173,9 +194,21 @@ async def write_graph_communities(
             "UNWIND $rows AS r MATCH (c:Community {uuid: r.uuid}) SET c.summary = r.summary",
             rows=list(chunk),
         )
+    return len(nodes)
 
-    # Edges: the wanted (community, member node) pairs against those in the graph.
-    node_of = await _member_nodes(driver, group_id, [m for c in communities for m in c.members])
+
+async def _add_edges(
+    driver: GraphDriver,
+    group_id: str,
+    communities: Sequence[StoredCommunity],
+    node_of: dict[int, list[str]],
+) -> tuple[int, dict[str, str], set[str]]:
+    """The wanted (community, member node) HAS_MEMBER edges that the graph lacks, written.
+    Returns how many were added, the edges present before (uuid → community) and the uuids
+    wanted."""
+    from graphiti_core.edges import CommunityEdge
+
+    now = datetime.now(UTC)
     wanted: dict[str, CommunityEdge] = {}
     for c in communities:
         for m in c.members:
@@ -206,8 +239,15 @@ async def write_graph_communities(
             for e in chunk
         ]
         await run(driver, _SAVE_EDGES, edges=rows)
-    stale_nodes = sorted(existing.keys() - {c.uuid for c in communities})
-    gone = set(stale_nodes)  # their edges go with them (DETACH DELETE)
+    return len(new_edges), present, set(wanted)
+
+
+async def _remove_stale(
+    driver: GraphDriver, present: dict[str, str], wanted: set[str], stale_nodes: list[str]
+) -> int:
+    """Edges no longer wanted, then the communities gone (their edges go with them: DETACH
+    DELETE). Returns how many edges were removed on their own."""
+    gone = set(stale_nodes)
     stale_edges = sorted((c, e) for e, c in present.items() if e not in wanted and c not in gone)
     for chunk in _batches(stale_edges):
         # from the community node (indexed), not by edge uuid: FalkorDB would scan every edge
@@ -223,11 +263,4 @@ async def write_graph_communities(
             "UNWIND $uuids AS u MATCH (c:Community {uuid: u}) DETACH DELETE c",
             uuids=list(chunk),
         )
-    return {
-        "nodes_saved": len(nodes),
-        "nodes_removed": len(stale_nodes),
-        "edges_added": len(new_edges),
-        "edges_removed": len(stale_edges),
-        "members_without_node": sum(1 for c in communities for m in c.members
-                                    if m.id not in node_of),
-    }  # fmt: skip
+    return len(stale_edges)

@@ -300,8 +300,9 @@ class Retriever:
             )
         return found
 
-    async def retrieve(self, q: ContextQuery) -> ContextResult:
-        started = time.perf_counter()
+    def _legs_for(self, q: ContextQuery) -> list[RetrievalLeg]:
+        """The legs a query asks for (all enabled ones by default); UnknownLegsError names
+        any it asks for that are not enabled."""
         enabled = [leg.name for leg in self.legs]
         unknown = sorted(set(q.legs or ()) - set(enabled))
         if unknown or q.legs == frozenset():
@@ -309,20 +310,21 @@ class Retriever:
                 f"legs: {', '.join(unknown) or 'none given'} not among the enabled legs "
                 f"({', '.join(enabled)})"
             )
-        legs = [leg for leg in self.legs if q.legs is None or leg.name in q.legs]
+        return [leg for leg in self.legs if q.legs is None or leg.name in q.legs]
+
+    def _pool(self, q: ContextQuery, legs: int) -> int:
+        """How many candidates each leg is asked for."""
         # Several legs (or a tier filter) need a pool to fuse (or filter) from.
-        k = max(q.limit, self.params.pool) if len(legs) > 1 or q.tiers else q.limit
+        k = max(q.limit, self.params.pool) if legs > 1 or q.tiers else q.limit
         if self.params.mmr_lambda < 1.0:
             k = max(k, q.limit * 3)  # MMR needs a pool larger than what it returns
-        knowing = asyncio.create_task(self._know(q))
-        try:
-            outcomes = await asyncio.gather(
-                *(self._run_leg(leg, q, k, fused=len(legs) > 1) for leg in legs),
-                return_exceptions=True,
-            )
-        except BaseException:
-            knowing.cancel()
-            raise
+        return k
+
+    async def _collect(
+        self, legs: list[RetrievalLeg], outcomes: list[Any]
+    ) -> tuple[dict[str, list[Candidate]], dict[str, LegStatus]]:
+        """Each leg's rankings and status: a leg that failed or timed out is left out, logged
+        and reported; a cancellation goes on up."""
         ranked: dict[str, list[Candidate]] = {}
         status: dict[str, LegStatus] = {}
         for leg, outcome in zip(legs, outcomes, strict=True):
@@ -342,6 +344,26 @@ class Retriever:
                 continue
             status[leg.name] = "ok"
             ranked.update(outcome)
+        return ranked, status
+
+    async def retrieve(self, q: ContextQuery) -> ContextResult:
+        started = time.perf_counter()
+        legs = self._legs_for(q)
+        k = self._pool(q, len(legs))
+        knowing = asyncio.create_task(self._know(q))
+        try:
+            outcomes = await asyncio.gather(
+                *(self._run_leg(leg, q, k, fused=len(legs) > 1) for leg in legs),
+                return_exceptions=True,
+            )
+        except BaseException:
+            knowing.cancel()
+            raise
+        try:
+            ranked, status = await self._collect(legs, outcomes)
+        except BaseException:
+            knowing.cancel()
+            raise
         if not ranked:
             knowing.cancel()
             raise AllLegsFailedError(
