@@ -11,7 +11,8 @@ import pytest
 from engine_harness import Engine, eventually, ingest, query, write_conversation
 
 from context_engine.config import Settings
-from context_engine.memory.promises import fulfils, promise_words, stem, update_fulfilments
+from context_engine.extract.language import stem
+from context_engine.memory.promises import fulfils, promise_words, update_fulfilments
 
 MOVERS = "I'll call the movers tomorrow morning"
 TICKETS = "I'll book the train tickets to Pune"

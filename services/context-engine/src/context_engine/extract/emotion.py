@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, cast
 
-from context_engine.extract.patterns import sentence_bounds
+from context_engine.extract.language import sentence_bounds
 from context_engine.extract.schema import ExtractedEntity, SegmentText
 from her_os_shared.bundled import VADER
 

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from context_engine.extract import predicates
 from context_engine.extract.base import Extraction
 from context_engine.extract.emotion import emotion_of, names_a_feeling
+from context_engine.extract.language import sentence_bounds, singular
 from context_engine.extract.patterns import (
     MAX_EVIDENCE,
     NOT_NAMES,
@@ -57,9 +58,7 @@ from context_engine.extract.patterns import (
     not_a_name,
     relation_mentions,
     sentence_at,
-    sentence_bounds,
     sentence_index,
-    singular,
 )
 from context_engine.extract.schema import (
     CONFIDENCE_GATES,

@@ -19,7 +19,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cache
 
+from context_engine.extract.language import sentences, talk_stop_words
 from context_engine.extract.schema import (
     EntityType,
     ExtractedEntity,
@@ -78,26 +80,31 @@ _FILLER_QUESTION = re.compile(
     re.IGNORECASE,
 )
 
-# Words that carry no content of their own in a question: what is left must name something
-# ("Which one?" and "Oh nice, how so?" leave nothing; "Where did you go hiking?" leaves two).
-_QUESTION_STOP = frozenset(
-    "who what when where why how which whose whom can could should would will shall may might "
-    "must do does did done is are was were be been being am have has had having i me my mine "
-    "you your yours he him his she her hers it its we us our they them their this that these "
-    "those there here the a an and but or so oh ah well yeah yes no not nice cool great wow "
-    "really one ones thing things stuff about of to in on at for with from up out just "
-    "like kind sort anything something everything nothing else then too also very much many "
-    "any some all more ok okay right sure huh hmm um uh mean know think guess say said get "
-    "got go going gonna wanna lol haha hey hi".split()
-)  # fmt: skip
+# Words that carry no content of their own in a question: spaCy's stop words (less those that
+# carry content in talk: language.CONTENT_IN_TALK) and these fillers of talk. What is left
+# must name something ("Which one?", "Oh nice, how so?" and "How're you doing?" leave
+# nothing; "Where did you go hiking?" leaves two).
+_QUESTION_FILLERS = frozenset(
+    "ah cool going gonna got great guess haha having hey hi hmm huh kind know like lol mean "
+    "nice oh ok okay ones right said shall sort stuff sure thing things think uh um wanna wow "
+    "yeah yes".split()
+)
+
+
+@cache
+def _question_stop() -> frozenset[str]:
+    return talk_stop_words() | _QUESTION_FILLERS
+
+
 QUESTION_MIN_CONTENT = 1
 _CONTENT_WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
 
 
 def question_content(question: str) -> list[str]:
-    """The question's words that are not function words or fillers (_QUESTION_STOP)."""
+    """The question's words that are not stop words or fillers (_question_stop)."""
+    stop = _question_stop()
     words = (w.lower().strip("'-") for w in _CONTENT_WORD.findall(question))
-    return [w for w in words if len(w) > 2 and w not in _QUESTION_STOP and "'" not in w]
+    return [w for w in words if len(w) > 2 and w not in stop and "'" not in w]
 
 
 # Relationship words → the relation's predicate.
@@ -211,7 +218,7 @@ def find_entity_spans(segment: SegmentText) -> Iterator[tuple[ExtractedEntity, i
             m.start(),
             m.end(),
         )
-    for sentence, at in _sentences(text):
+    for sentence, at in sentences(text):
         end = sentence.find("?")
         if end < 0 or not _QUESTION_WORD.search(sentence, 0, end):
             continue
@@ -522,7 +529,9 @@ _AVOIDS = re.compile(
     rf"\s+(?P<obj>[^.?!,;:()\"]+)",
     re.IGNORECASE,
 )
-_STOP = frozenset(
+# Words that end the object of a preference or a habit ("I stopped X because ..."): not a
+# stop-word list but where the thing named ends.
+_OBJECT_ENDS = frozenset(
     "because since so when while if with at in on for from about during after before every "
     "as than though although that which who whom whose too also anymore now lately nowadays "
     "these days really very much more most sometimes again today tonight tomorrow yesterday "
@@ -605,7 +614,7 @@ def preference_object(raw: str, *, quitting: bool = False) -> str | None:
             return None
     kept: list[str] = []
     for w in words:
-        if w.lower() in _STOP or "'" in w or w.lower() in ("not", "no", "never"):
+        if w.lower() in _OBJECT_ENDS or "'" in w or w.lower() in ("not", "no", "never"):
             break  # "dancing and it'd…", "i'm loving", "not being": the phrase ended
         kept.append(w)
     if len(kept) > _MAX_OBJECT_WORDS:  # "helping the community and making it better"
@@ -641,7 +650,7 @@ def find_preferences(segment: SegmentText) -> Iterator[ExtractedRelation]:
     nothing is without a speaker to own it."""
     if not segment.speaker.strip():
         return
-    for sentence, _ in _sentences(normalise_text(segment.text)):
+    for sentence, _ in sentences(normalise_text(segment.text)):
         if sentence.rstrip().endswith("?"):
             continue
         for predicate, regex in (("likes", _LIKES), ("avoids", _AVOIDS)):
@@ -668,20 +677,6 @@ def _negated(sentence: str, start: int) -> bool:
     return any(w.lower().strip(",") in ("if", "whether", "unless", "not") for w in before)
 
 
-_SENTENCE = re.compile(r"[^.?!]+[.?!]*")
-
-
-def _sentences(text: str) -> Iterator[tuple[str, int]]:
-    """Sentences (with their end punctuation) and where each starts."""
-    for m in _SENTENCE.finditer(text):
-        yield m.group(0), m.start()
-
-
-def sentence_bounds(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each sentence in a text (split after . ? !)."""
-    return [(m.start(), m.end()) for m in _SENTENCE.finditer(text)]
-
-
 # Characters of a sentence kept as an entity's or a fact's evidence.
 MAX_EVIDENCE = 300
 
@@ -702,15 +697,3 @@ def sentence_at(text: str, offset: int, bounds: Sequence[tuple[int, int]]) -> st
         return " ".join(text.split())[:MAX_EVIDENCE]
     start, end = bounds[sentence_index(offset, bounds)]
     return " ".join(text[start:end].split())[:MAX_EVIDENCE]
-
-
-def singular(word: str) -> str:
-    """A plural's singular by spelling (enough for topics and categories: shoes, berries,
-    boxes, classes)."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if word.endswith(("sses", "ches", "shes", "xes", "zes")):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word

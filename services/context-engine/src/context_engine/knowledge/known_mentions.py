@@ -43,19 +43,17 @@ import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from functools import cache
 from typing import Any
 
 from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from context_engine.extract.base import Extraction
+from context_engine.extract.language import sentence_bounds, singular, stop_words
 from context_engine.extract.patterns import (
     normalise_text,
     not_a_name,
     sentence_at,
-    sentence_bounds,
-    singular,
 )
 from context_engine.extract.schema import (
     CONFIDENCE_GATES,
@@ -84,14 +82,6 @@ _LEFT_EDGE = re.compile(r"^[^\w]+")
 _RIGHT_EDGE = re.compile(r"[^\w]+$")
 _POSSESSIVE = re.compile(r"(?:'s|')$")
 _CLAUSE_END = re.compile(r"[,;:!?]\W*$")
-
-
-@cache
-def stop_words() -> frozenset[str]:
-    # spaCy's list (326 words); imported on first use: the LLM mode never loads spaCy otherwise
-    from spacy.lang.en.stop_words import STOP_WORDS
-
-    return frozenset(STOP_WORDS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from context_engine.extract import predicates
+from context_engine.extract.language import singular
 from context_engine.extract.patterns import RELATIONS
 from context_engine.extract.schema import canonical_name
 from context_engine.graph.base import Fact
@@ -58,6 +59,9 @@ if TYPE_CHECKING:
 FIRST_PERSON = re.compile(r"(?<![\w'’])(?:i|me|my|mine|myself)(?![\w])", re.IGNORECASE)
 _WORD = re.compile(r"[a-z0-9]+")
 # Words a question shares with every fact, which say nothing about which fact it asks for.
+# Not spaCy's stop words (extract/language.py): those hold words that ask for a kind of fact
+# ("move", "used", "own") or name what a fact must cover ("make" in "what did she make at
+# the pottery class?", which "likes pottery" does not answer).
 _EMPTY = frozenset(
     "the and are was were what which whose where when who whom why how did does do you your "
     "about that "
@@ -84,13 +88,9 @@ def says_first_person(query: str) -> bool:
 
 def stems(text: str) -> set[str]:
     """The content words of `text`, lower case, a plural or verb -s taken off ("likes" and
-    "like" meet): enough to tell which fact a question is about."""
-    out = set()
-    for w in _WORD.findall(text.casefold()):
-        if len(w) < 3 or w in _EMPTY:
-            continue
-        out.add(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w)
-    return out
+    "like" meet, and "watches" and "watch": language.singular): enough to tell which fact a
+    question is about."""
+    return {singular(w) for w in _WORD.findall(text.casefold()) if len(w) >= 3 and w not in _EMPTY}
 
 
 _KIN_WORDS: dict[str, set[str]] = {}

@@ -38,6 +38,7 @@ from typing import Any, Literal
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from context_engine.extract.language import IRREGULAR, sentences, stem
 from context_engine.ingest.session_kinds import NOT_REFLECTION_SQL
 from context_engine.observe.recorder import EventRecorder
 from her_os_shared.creatures import CreatureName
@@ -59,7 +60,6 @@ REFLECTION_FILTER = NOT_REFLECTION_SQL
 
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
 _TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?")
-_SENTENCE = re.compile(r"[^.!?;\n]+[.!?;]*")
 _CLAUSE = re.compile(r"[,:\u2013\u2014]|\s-\s|\bbut\b", re.IGNORECASE)
 
 # How a promise is introduced; the verb follows (after an optional adverb).
@@ -73,7 +73,9 @@ _ADVERBS = frozenset(
     "definitely also just really totally first quickly finally surely go try to actually "
     "personally then still absolutely".split()
 )
-STOPWORDS = frozenset(
+# The function words of a promise's content. Not spaCy's stop words (extract/language.py):
+# those hold the verbs promises are made of ("call", "move", "make", "take", "give", "show").
+FUNCTION_WORDS = frozenset(
     "a an the and or but of to for from in on at by with about into onto over under up down "
     "out off back away around through after before again than then so too very just also "
     "this that these those it its it's is are was were be been being am do does did done "
@@ -92,18 +94,6 @@ TIME_WORDS = frozenset(
     "wednesday thursday friday saturday sunday mon tue wed thu fri sat sun hour hours minute "
     "minutes day days".split()
 )
-# Irregular pasts and participles of common verbs → the base form.
-IRREGULAR: dict[str, str] = {
-    "bought": "buy", "brought": "bring", "got": "get", "gotten": "get", "paid": "pay",
-    "told": "tell", "wrote": "write", "written": "write", "met": "meet", "came": "come",
-    "took": "take", "taken": "take", "made": "make", "did": "do", "done": "do", "sent": "send",
-    "drove": "drive", "driven": "drive", "gave": "give", "given": "give", "fed": "feed",
-    "rang": "ring", "rung": "ring", "went": "go", "gone": "go", "found": "find", "kept": "keep",
-    "left": "leave", "read": "read", "put": "put", "set": "set", "sold": "sell", "spoke":
-    "speak", "spoken": "speak", "thought": "think", "caught": "catch", "taught": "teach",
-    "built": "build", "spent": "spend", "lent": "lend", "held": "hold", "ran": "run",
-    "saw": "see", "seen": "see", "swept": "sweep", "sat": "sit", "won": "win", "hung": "hang",
-}  # fmt: skip
 _PAST_OF = {
     base: {past for past, b in IRREGULAR.items() if b == base} for base in IRREGULAR.values()
 }
@@ -128,24 +118,6 @@ _DOERS = frozenset("i we he she they i've we've he's she's they've".split())
 
 def tokens(text_: str) -> list[str]:
     return _TOKEN.findall(text_.translate(_QUOTES).lower())
-
-
-def stem(word: str) -> str:
-    """A light stem: irregular pasts to their base, then -ies/-ied → y, -ing/-ed/-es/-s off,
-    a final e off and a doubled final consonant single ("dropped" → "drop")."""
-    word = word.lower().removesuffix("'s")
-    word = IRREGULAR.get(word, word)
-    if len(word) > 4 and word.endswith(("ies", "ied")):
-        return word[:-3] + "y"
-    for suffix in ("ing", "ed", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
-            word = word[: -len(suffix)]
-            break
-    if len(word) > 3 and word.endswith("e"):
-        word = word[:-1]
-    if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeiouls":
-        word = word[:-1]
-    return word
 
 
 def past_forms(verb: str) -> set[str]:
@@ -184,10 +156,10 @@ def promise_words(name: str) -> PromiseWords | None:
     rest = tokens(said[lead.end() :] if lead else said)
     while rest and rest[0] in _ADVERBS:
         rest = rest[1:]
-    if not rest or rest[0] in STOPWORDS or rest[0] in TIME_WORDS:
+    if not rest or rest[0] in FUNCTION_WORDS or rest[0] in TIME_WORDS:
         return None
     verb, after = rest[0], rest[1:]
-    content = [w for w in after if w not in STOPWORDS and w not in TIME_WORDS and len(w) > 1]
+    content = [w for w in after if w not in FUNCTION_WORDS and w not in TIME_WORDS and len(w) > 1]
     objects = tuple(dict.fromkeys(stem(w) for w in content))
     if not objects:
         return None
@@ -249,8 +221,8 @@ def fulfils(promise: PromiseWords, sentence: str, promiser: str | None = None) -
 
 def fulfilling_sentence(promise: PromiseWords, text_: str, promiser: str | None) -> str | None:
     """The first sentence of a segment that reports the promise done, if any."""
-    for m in _SENTENCE.finditer(text_.translate(_QUOTES)):
-        sentence = m.group(0).strip()
+    for said, _ in sentences(text_.translate(_QUOTES), clauses=True):
+        sentence = said.strip()
         if sentence and fulfils(promise, sentence, promiser):
             return sentence
     return None
