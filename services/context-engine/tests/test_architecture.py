@@ -44,7 +44,7 @@ def _lint(config: Path) -> subprocess.CompletedProcess[str]:
 def test_the_import_contracts_hold() -> None:
     result = _lint(PYPROJECT)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 kept, 0 broken" in result.stdout
+    assert "3 kept, 0 broken" in result.stdout
 
 
 def test_a_layer_importing_upwards_breaks_the_contract(tmp_path: Path) -> None:
@@ -83,10 +83,28 @@ def test_the_docs_map_is_the_contract() -> None:
     assert documented == _layers()
 
 
-@pytest.mark.parametrize("contract", ["layers", "no-loops"])
+@pytest.mark.parametrize("contract", ["layers", "no-loops", "routes-take-parts"])
 def test_the_contracts_cover_the_whole_package(contract: str) -> None:
     c = _contracts()[contract]
     if contract == "layers":
         assert c["containers"] == ["context_engine"] and c["exhaustive"] is True
-    else:
+    elif contract == "no-loops":
         assert c["ancestors"] == ["context_engine"]
+    else:  # only the dependencies module may reach the runtime
+        assert c["forbidden_modules"] == ["context_engine.runtime"]
+        assert c["ignore_imports"] == ["context_engine.routes.deps -> context_engine.runtime"]
+
+
+def test_a_route_reaching_for_the_runtime_breaks_the_contract(tmp_path: Path) -> None:
+    # Without the one allowed import, every route reaches the runtime through deps.py: the
+    # contract must then fail, or its passing proves nothing.
+    text = PYPROJECT.read_text()
+    loose = text.replace(
+        'ignore_imports = ["context_engine.routes.deps -> context_engine.runtime"]\n', ""
+    )
+    assert loose != text
+    config = tmp_path / "pyproject.toml"
+    config.write_text(loose)
+    result = _lint(config)
+    assert result.returncode != 0
+    assert "context_engine.routes.deps -> context_engine.runtime" in result.stdout
