@@ -16,6 +16,7 @@ import asyncio
 import os
 from collections import defaultdict
 from collections.abc import Generator
+from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,7 +26,7 @@ from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from context_engine.ingest.transcripts import fingerprint
+from context_engine.ingest.tail import Tail, fingerprint, opened, still_holds
 from context_engine.ingest.watcher import SeenFiles
 from context_engine.observe.chronicler import (
     Chronicler,
@@ -35,7 +36,7 @@ from context_engine.observe.chronicler import (
 )
 from context_engine.store.models import EventOffset, ObservabilityEventRow
 from her_os_shared.events import ObservabilityEvent
-from her_os_shared.jsonl import SUFFIX, JsonlReader, JsonlRecord
+from her_os_shared.jsonl import SUFFIX, JsonlRecord
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
@@ -62,9 +63,9 @@ def _next_batch(
     records: Generator[JsonlRecord[ObservabilityEvent], None, None],
     max_events: int,
     oldest: datetime,
-) -> tuple[list[ObservabilityEvent], int | None, int]:
-    """(events, end offset of the last line taken or None at end of file, lines skipped
-    here). Runs in a thread."""
+) -> tuple[tuple[list[ObservabilityEvent], int], int | None]:
+    """((events, lines skipped here), end offset of the last line taken or None at end of
+    file). Runs in a thread."""
     batch: list[ObservabilityEvent] = []
     skipped = 0
     for rec in records:
@@ -80,8 +81,8 @@ def _next_batch(
             continue
         batch.append(event)
         if len(batch) >= max_events:
-            return batch, rec.end, skipped
-    return batch, None, skipped
+            return (batch, skipped), rec.end
+    return (batch, skipped), None
 
 
 class EventFileReader:
@@ -120,15 +121,10 @@ class EventFileReader:
         path = Path(path)
         if path.suffix != SUFFIX or path.name.startswith("."):
             return EventFileResult(str(path), "invalid_name")
-        async with self._locks[str(path)]:
-            try:
-                f = await asyncio.to_thread(path.open, "rb")
-            except FileNotFoundError:
+        async with self._locks[str(path)], opened(path) as f:
+            if f is None:
                 return EventFileResult(str(path), "missing")
-            try:
-                return await self._read_open(path, f)
-            finally:
-                f.close()
+            return await self._read_open(path, f)
 
     async def _read_open(self, path: Path, f: IO[bytes]) -> EventFileResult:
         key = str(path)
@@ -142,7 +138,7 @@ class EventFileReader:
         start, reread = 0, False
         if stored is not None:
             start = stored.offset
-            if st.st_size < start or fingerprint(fd, start) != stored.fingerprint:
+            if not still_holds(fd, st.st_size, start, stored.fingerprint):
                 # Rewritten or truncated: read it all again; stored events are not repeated.
                 log.info("events.file_replaced", path=key, old_offset=start, size=st.st_size)
                 start, reread = 0, True
@@ -151,35 +147,29 @@ class EventFileReader:
             return EventFileResult(key, "up_to_date", offset=start)
 
         oldest = datetime.now(UTC) - self.retention
-        reader = JsonlReader(path, ObservabilityEvent, start=start, file=f)
-        records = iter(reader)
+        tail = Tail(path, ObservabilityEvent, f, start)
         lines = new = skipped = 0
-        try:
-            while True:
-                batch, end, skipped_here = await asyncio.to_thread(
-                    _next_batch, records, self.batch_events, oldest
-                )
+        async with aclosing(
+            tail.batches(lambda records: _next_batch(records, self.batch_events, oldest))
+        ) as parts:
+            async for part in parts:
+                batch, skipped_here = part.items
                 skipped += skipped_here
-                offset = reader.offset if end is None else end
                 async with self.engine.begin() as conn:
                     inserted: set[str] = set()
                     if batch:
                         result = await conn.execute(_INSERT, [event_row(e) for e in batch])
                         inserted = set(result.scalars().all())
-                    await self._save_offset(conn, key, offset, st.st_size, fd)
+                    await self._save_offset(conn, key, part.offset, st.st_size, fd)
                 fresh = [e for e in batch if e.event_id in inserted]
                 # Stored first, published after the commit: a crash in between loses the
                 # live notification of these events, never the events.
                 self.chronicler.publish(fresh)
                 lines += len(batch) + skipped_here
                 new += len(fresh)
-                start = offset
-                if end is None:
-                    break
-        finally:
-            records.close()
+                start = part.offset
         self._seen.remember(key, st)
-        skipped += len(reader.skipped)
+        skipped += tail.skipped
         log.info("events.file_read", path=key, new=new, skipped=skipped, offset=start,
                  reread=reread)  # fmt: skip
         return EventFileResult(

@@ -11,10 +11,10 @@ no longer has are then deleted, so PostgreSQL holds exactly the segments of the 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Generator
+from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
@@ -24,19 +24,19 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from context_engine.ingest import dedup
+from context_engine.ingest.tail import Tail, fingerprint, opened, still_holds
 from context_engine.ingest.watcher import SeenFiles
 from context_engine.observe.recorder import EventRecorder
 from context_engine.store.models import IngestOffset
 from her_os_shared.creatures import CreatureName
 from her_os_shared.events import EventType
 from her_os_shared.ids import InvalidIdError, validate_id
-from her_os_shared.jsonl import SUFFIX, JsonlReader, JsonlRecord, stream_path
+from her_os_shared.jsonl import SUFFIX, JsonlRecord, stream_path
 from her_os_shared.logging import get_logger
 from her_os_shared.transcript import TranscriptPayload
 
 log = get_logger(__name__)
 
-FINGERPRINT_WINDOW = 64 * 1024
 
 Status = Literal["ingested", "up_to_date", "reread", "missing", "invalid_name"]
 SessionCallback = Callable[[str], Awaitable[None]]
@@ -57,25 +57,14 @@ class IngestResult:
     generation: int = 0
 
 
-def fingerprint(fd: int, offset: int) -> str:
-    """sha256 of the first and the last 64 KiB before `offset` of the open file `fd`: O(1)
-    per append, and any rewrite of the file (a sweep, a truncation and regrowth) changes it
-    in practice. Uses pread, so the file position of a reader on the same fd is untouched."""
-    h = hashlib.sha256(str(offset).encode())
-    h.update(os.pread(fd, min(offset, FINGERPRINT_WINDOW), 0))
-    tail = max(FINGERPRINT_WINDOW, offset - FINGERPRINT_WINDOW)
-    if tail < offset:
-        h.update(os.pread(fd, offset - tail, tail))
-    return h.hexdigest()
-
-
 def _next_batch(
     records: Generator[JsonlRecord[TranscriptPayload], None, None],
     session_id: str,
     max_segments: int,
-) -> tuple[list[tuple[int, TranscriptPayload]], int | None, list[str]]:
-    """Pull payloads until `max_segments` are collected. Returns (payloads, end offset of the
-    last line taken or None at end of file, reasons of lines skipped here). Runs in a thread."""
+) -> tuple[tuple[list[tuple[int, TranscriptPayload]], list[str]], int | None]:
+    """Pull payloads until `max_segments` are collected. Returns ((payloads, reasons of lines
+    skipped here), end offset of the last line taken or None at end of file). Runs in a
+    thread."""
     batch: list[tuple[int, TranscriptPayload]] = []
     skipped: list[str] = []
     count = 0
@@ -90,8 +79,8 @@ def _next_batch(
         batch.append((rec.offset, payload))
         count += len(payload.segments)
         if count >= max_segments:
-            return batch, rec.end, skipped
-    return batch, None, skipped
+            return (batch, skipped), rec.end
+    return (batch, skipped), None
 
 
 class Ingestor:
@@ -179,16 +168,10 @@ class Ingestor:
         return result
 
     async def _ingest(self, path: Path, session_id: str, from_start: bool) -> IngestResult:
-        try:
-            # One open file for the whole pass: stat, fingerprint and lines all come from the
-            # version read, even if the writer renames a newer one into place meanwhile.
-            f = await asyncio.to_thread(path.open, "rb")
-        except FileNotFoundError:
-            return IngestResult(session_id=session_id, status="missing")
-        try:
+        async with opened(path) as f:  # one open file for the whole pass (tail.py)
+            if f is None:
+                return IngestResult(session_id=session_id, status="missing")
             return await self._ingest_open(path, session_id, f, from_start)
-        finally:
-            f.close()
 
     async def _ingest_open(
         self, path: Path, session_id: str, f: IO[bytes], from_start: bool = False
@@ -205,8 +188,7 @@ class Ingestor:
         reread = False
         if stored is not None:
             start, generation, cleaned = stored.offset, stored.generation, stored.cleaned_generation
-            same = st.st_size >= start and fingerprint(fd, start) == stored.fingerprint
-            if not same:
+            if not still_holds(fd, st.st_size, start, stored.fingerprint):
                 reread = True
                 log.info("ingest.file_replaced", path=key, old_offset=start, size=st.st_size)
                 start, generation = 0, generation + 1
@@ -220,16 +202,14 @@ class Ingestor:
             return IngestResult(session_id, "up_to_date", offset=start, size=st.st_size,
                                 generation=generation)  # fmt: skip
 
-        reader = JsonlReader(path, TranscriptPayload, start=start, file=f)
-        records = iter(reader)
+        tail = Tail(path, TranscriptPayload, f, start)
         lines = segments = extra_skipped = deleted = 0
-        try:
-            while True:
-                batch, end, skipped = await asyncio.to_thread(
-                    _next_batch, records, session_id, self.batch_segments
-                )
+        async with aclosing(
+            tail.batches(lambda records: _next_batch(records, session_id, self.batch_segments))
+        ) as parts:
+            async for part in parts:
+                batch, skipped = part.items
                 extra_skipped += len(skipped)
-                offset = reader.offset if end is None else end
                 changed: set[str] | None = set()
                 async with self.engine.begin() as conn:
                     if batch:
@@ -237,22 +217,18 @@ class Ingestor:
                         changed = await dedup.apply_batch(conn, rows)
                         lines += len(batch)
                         segments += sum(len(p.segments) for _, p in batch)
-                    if end is None and cleaned < generation:
+                    if part.last and cleaned < generation:
                         deleted = await dedup.delete_stale(conn, session_id, generation)
                         cleaned = generation
                         changed = None
                     await self._save_offset(
-                        conn, key, session_id, offset, st, generation, cleaned, fd
+                        conn, key, session_id, part.offset, st, generation, cleaned, fd
                     )
                 if self.on_changed is not None and changed != set():
                     await self.on_changed(session_id, changed)
-                start = offset
-                if end is None:
-                    break
-        finally:
-            records.close()
+                start = part.offset
         self._seen.remember(key, st)
-        skipped_total = len(reader.skipped) + extra_skipped
+        skipped_total = tail.skipped + extra_skipped
         log.info("ingest.file_done", path=key, session_id=session_id, lines=lines,
                  segments=segments, skipped=skipped_total, offset=start, reread=reread,
                  deleted_stale=deleted)  # fmt: skip
