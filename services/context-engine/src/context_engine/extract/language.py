@@ -9,9 +9,11 @@ choice of words for that rule, not a second stop-word list.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Iterator
 from functools import cache
+from pathlib import Path
 
 # Sentence ends: . ? ! (and, for `clauses=True`, ; and a line break too).
 _SENTENCE = re.compile(r"[^.?!]+[.?!]*")
@@ -78,10 +80,18 @@ def singular(word: str) -> str:
 
 @cache
 def stop_words() -> frozenset[str]:
-    # spaCy's list (326 words); imported on first use: the LLM mode never loads spaCy otherwise
-    from spacy.lang.en.stop_words import STOP_WORDS
-
-    return frozenset(STOP_WORDS)
+    """spaCy's English stop words (326), read from the installed spaCy's own list. The file is
+    loaded on its own, not through `import spacy`: the package takes seconds to import, and
+    the LLM mode and the readers never need the rest of it."""
+    found = importlib.util.find_spec("spacy")  # locates the package without running it
+    if found is None or not found.submodule_search_locations:
+        raise RuntimeError("spaCy is not installed (the context engine depends on it)")
+    path = Path(next(iter(found.submodule_search_locations))) / "lang" / "en" / "stop_words.py"
+    spec = importlib.util.spec_from_file_location("_spacy_en_stop_words", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # a list of words: it imports nothing
+    return frozenset(module.STOP_WORDS)
 
 
 # Words spaCy lists as stop words that carry what is said in talk: the deed ("what did you

@@ -38,7 +38,7 @@ from typing import Any, Literal
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from context_engine.extract.language import IRREGULAR, sentences, stem
+from context_engine.extract.language import IRREGULAR, sentences, stem, talk_stop_words
 from context_engine.ingest.session_kinds import NOT_REFLECTION_SQL
 from context_engine.observe.recorder import EventRecorder
 from her_os_shared.creatures import CreatureName
@@ -73,20 +73,16 @@ _ADVERBS = frozenset(
     "definitely also just really totally first quickly finally surely go try to actually "
     "personally then still absolutely".split()
 )
-# The function words of a promise's content. Not spaCy's stop words (extract/language.py):
-# those hold the verbs promises are made of ("call", "move", "make", "take", "give", "show").
-FUNCTION_WORDS = frozenset(
-    "a an the and or but of to for from in on at by with about into onto over under up down "
-    "out off back away around through after before again than then so too very just also "
-    "this that these those it its it's is are was were be been being am do does did done "
-    "have has had having i me my mine myself we us our ours you your yours he him his she "
-    "her hers they them their theirs who whom whose which what when where why how all any "
-    "some each every no not only own same such can will would should could might must shall "
-    "there here if as while until once both few more most other some something anything "
-    "everything thing things stuff bit lot lots okay ok yeah yes please maybe sure get got "
-    "i'll i'm i've i'd we'll we're we've you'll you're he'll she'll they'll it'll that's "
-    "let's let me".split()
+# The function words of a promise's content: spaCy's stop words less those that carry
+# content in talk (extract/language.py), plus these fillers and contractions of talk; "say"
+# stays a deed ("I'll say hi to your mum"), and "back", "own" and "up" stay function words
+# of a promise ("I'll pay you back", "I'll set it up").
+_PROMISE_FILLERS = frozenset(
+    "away back bit got having he'll i'd i'll i'm i've it'll it's let let's lot lots maybe ok "
+    "okay own shall she'll stuff sure that's theirs they'll thing things up we'll we're "
+    "we've yeah yes you'll you're".split()
 )
+FUNCTION_WORDS = (talk_stop_words() - {"say"}) | _PROMISE_FILLERS
 # Words about when, not what: "tomorrow morning" is no part of what was promised.
 TIME_WORDS = frozenset(
     "today tonight tomorrow yesterday morning afternoon evening night noon midnight week "
