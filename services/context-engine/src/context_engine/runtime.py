@@ -450,10 +450,14 @@ class Runtime:
 
     async def _reopen_vectors(self) -> None:
         assert self.embedding is not None
-        backoff = self.settings.backoff(0.5)
-        await asyncio.sleep(backoff.delay(0))  # the first try failed in _open_vectors
+        first = self.settings.backoff(0.5)
+        await asyncio.sleep(first.delay(0))  # the first try failed in _open_vectors
+        # then on from the second step: 0.5 s, 1 s, 2 s ... in all, not 0.5 s twice
         await retry_until_done(
-            self.embedding.open, backoff=backoff, log=log, event="vectors.open_retry"
+            self.embedding.open,
+            backoff=self.settings.backoff(first.step(1)),
+            log=log,
+            event="vectors.open_retry",
         )
         log.info("vectors.opened_after_retry")
         await self._vectors_opened()

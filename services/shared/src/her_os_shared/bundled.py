@@ -19,6 +19,7 @@ sessions.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import importlib.metadata
 import importlib.resources
@@ -30,9 +31,12 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from her_os_shared.logging import get_logger
+
+if TYPE_CHECKING:
+    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
 log = get_logger(__name__)
 
@@ -212,8 +216,6 @@ class LazyModel(Generic[T]):
 
     async def warm(self) -> T:
         """Load now, in a worker thread (a model takes seconds: not in the first request)."""
-        import asyncio
-
         return await asyncio.to_thread(self.get)
 
     def unload(self) -> None:
@@ -239,7 +241,7 @@ VADER_EMOJI_LEXICON = BundledFile(
 )
 
 
-def _load_vader() -> object:
+def _load_vader() -> SentimentIntensityAnalyzer:
     lexicon, emoji = verified_path(VADER_LEXICON), verified_path(VADER_EMOJI_LEXICON)
     from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
@@ -248,7 +250,7 @@ def _load_vader() -> object:
 
 
 # One VADER analyser per process (scoring is stateless once its lexicons are read).
-VADER = LazyModel("vader", _load_vader)
+VADER: LazyModel[SentimentIntensityAnalyzer] = LazyModel("vader", _load_vader)
 
 
 # One assembly at a time per process; across processes the atomic rename settles races.

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_never
 from tenacity.stop import stop_base
 from tenacity.wait import wait_base
 
@@ -105,7 +105,7 @@ async def retry_until_done(
     retrying = AsyncRetrying(
         wait=backoff.tenacity_wait(),
         retry=retry_if_exception_type(retry_on),
-        stop=_StopWhen(stop) if stop is not None else _Never(),
+        stop=_StopWhen(stop) if stop is not None else stop_never,
         before_sleep=before_sleep,
         reraise=True,
     )
@@ -116,8 +116,3 @@ async def retry_until_done(
         return await op()
 
     return await retrying(call)
-
-
-class _Never(stop_base):
-    def __call__(self, retry_state: RetryCallState) -> bool:
-        return False

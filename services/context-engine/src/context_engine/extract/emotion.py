@@ -23,7 +23,7 @@ counts (VADER's cost grows faster than the length of the text).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from context_engine.extract.language import sentence_bounds
 from context_engine.extract.schema import ExtractedEntity, SegmentText
@@ -61,7 +61,7 @@ _CUE_RE = {
 def analyzer() -> SentimentIntensityAnalyzer:
     """The process's one VADER analyser (her_os_shared.bundled.VADER: lexicons hash-checked,
     loaded once)."""
-    return cast("SentimentIntensityAnalyzer", VADER.get())
+    return VADER.get()
 
 
 def confidence_of(compound: float) -> float:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import cache
 
 from context_engine.extract.language import sentences, talk_stop_words
 from context_engine.extract.schema import (
@@ -89,11 +88,7 @@ _QUESTION_FILLERS = frozenset(
     "nice oh ok okay ones right said shall sort stuff sure thing things think uh um wanna wow "
     "yeah yes".split()
 )
-
-
-@cache
-def _question_stop() -> frozenset[str]:
-    return talk_stop_words() | _QUESTION_FILLERS
+_QUESTION_STOP = talk_stop_words() | _QUESTION_FILLERS
 
 
 QUESTION_MIN_CONTENT = 1
@@ -101,10 +96,9 @@ _CONTENT_WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
 
 
 def question_content(question: str) -> list[str]:
-    """The question's words that are not stop words or fillers (_question_stop)."""
-    stop = _question_stop()
+    """The question's words that are not stop words or fillers (_QUESTION_STOP)."""
     words = (w.lower().strip("'-") for w in _CONTENT_WORD.findall(question))
-    return [w for w in words if len(w) > 2 and w not in stop and "'" not in w]
+    return [w for w in words if len(w) > 2 and w not in _QUESTION_STOP and "'" not in w]
 
 
 # Relationship words → the relation's predicate.

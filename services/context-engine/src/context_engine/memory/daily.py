@@ -54,7 +54,11 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from context_engine.ingest.session_kinds import REFLECTION_DEVICE, reflection_session_id
+from context_engine.ingest.session_kinds import (
+    NOT_REFLECTION_SQL,
+    REFLECTION_DEVICE,
+    reflection_session_id,
+)
 from context_engine.llm.client import LLMClient
 from context_engine.llm.errors import LLMError, LLMOutputError
 from context_engine.llm.parse import parse_json_payload, snippet
@@ -153,14 +157,14 @@ class Reflection:
 
 # --- inputs --------------------------------------------------------------------------------
 
-# Reflection sessions are never inputs of a reflection (promises.REFLECTION_FILTER).
+# Reflection sessions are never inputs of a reflection (session_kinds.NOT_REFLECTION_SQL).
 _SEGMENTS = text(
     f"""
     SELECT g.session_id, g.segment_id, g.speaker, g.text, g.spoken_at, g.emotion_label,
            g.emotion_score, s.device_id
     FROM segments g JOIN sessions s ON s.session_id = g.session_id
     WHERE g.replaced_by IS NULL AND g.spoken_at >= :start AND g.spoken_at < :end
-      AND {promises.REFLECTION_FILTER}
+      AND {NOT_REFLECTION_SQL}
     ORDER BY g.spoken_at, g.session_id, g.start_s, g.segment_id
     """  # noqa: S608 (the filter is a constant, no input)
 )
@@ -183,7 +187,7 @@ _MENTIONS = text(
     ) dm
     JOIN entities e ON e.id = dm.entity_id
     JOIN sessions s ON s.session_id = dm.session_id
-    WHERE {promises.REFLECTION_FILTER}
+    WHERE {NOT_REFLECTION_SQL}
     ORDER BY dm.mention_id
     """  # noqa: S608 (the filter is a constant, no input)
 )

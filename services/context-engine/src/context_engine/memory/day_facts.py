@@ -37,7 +37,7 @@ from context_engine.extract.schema import canonical_name, is_placeholder_speaker
 from context_engine.graph import facts as vocab
 from context_engine.graph.supersede import TimelineFact, resolve_timeline
 from context_engine.graph.writer import parse_valid_from
-from context_engine.memory.promises import REFLECTION_FILTER
+from context_engine.ingest.session_kinds import NOT_REFLECTION_SQL
 from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
@@ -285,7 +285,7 @@ _RELATIONS = text(
     WHERE r.current AND (g.segment_id IS NULL OR g.replaced_by IS NULL)
       AND coalesce(g.spoken_at, s.started_at) < :end
       AND {_CANONICAL.format(col="r.subject")} = ANY(CAST(:subjects AS text[]))
-      AND {REFLECTION_FILTER}
+      AND {NOT_REFLECTION_SQL}
     ORDER BY said_at, r.id
     """  # noqa: S608 (constants only, no input)
 )
@@ -375,7 +375,7 @@ _DAY_SUBJECTS = text(
     WHERE r.current AND (g.segment_id IS NULL OR g.replaced_by IS NULL)
       AND coalesce(g.spoken_at, s.started_at) >= :start
       AND coalesce(g.spoken_at, s.started_at) < :end
-      AND {REFLECTION_FILTER}
+      AND {NOT_REFLECTION_SQL}
     GROUP BY r.subject
     ORDER BY n DESC, r.subject
     """  # noqa: S608 (the filter is a constant, no input)

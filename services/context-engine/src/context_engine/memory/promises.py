@@ -54,7 +54,6 @@ MANUAL_EVIDENCE = "marked kept by hand"
 # Sessions `s` that are not daily reflections (daily.py: their device and id prefix). The one
 # spelling of the rule in SQL, for this module and daily.py: reflections restate open
 # promises (they never fulfil one) and are never a reflection's input.
-REFLECTION_FILTER = NOT_REFLECTION_SQL
 
 # --- words ---------------------------------------------------------------------------------
 
@@ -247,7 +246,7 @@ _CANDIDATES = text(
     FROM segments g JOIN sessions s ON s.session_id = g.session_id
     WHERE g.replaced_by IS NULL AND g.spoken_at > :after AND g.spoken_at <= :as_of
       AND g.tsv @@ to_tsquery('english', :words)
-      AND {REFLECTION_FILTER}
+      AND {NOT_REFLECTION_SQL}
     ORDER BY g.spoken_at, g.session_id, g.segment_id
     LIMIT :limit
     """  # noqa: S608 (the filter is a constant, no input)

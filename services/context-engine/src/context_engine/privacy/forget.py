@@ -337,6 +337,10 @@ _DELETE_EVENTS = _sql(
 )
 
 
+# How a forget request is made durable: a job, queued by its id, that retries it.
+ForgetQueueFn = Callable[[int], Awaitable[Any]]
+
+
 class ForgetError(RuntimeError):
     pass
 
@@ -442,7 +446,7 @@ class Forgetter:
         self,
         target: Target,
         wait_s: float,
-        queue: Callable[[int], Awaitable[Any]] | None = None,
+        queue: ForgetQueueFn | None = None,
     ) -> dict[str, Any]:
         """Record a forget request, make it durable with `queue` (a job that retries it until
         every store is done; None while the job queue is not open), run it for at most

@@ -19,7 +19,7 @@ from context_engine.memory.daily import DailyReflector
 from context_engine.observe.chronicler import Chronicler
 from context_engine.pipeline.drift import StoreChecker
 from context_engine.pipeline.jobs import JobQueue
-from context_engine.privacy.forget import Forgetter
+from context_engine.privacy.forget import ForgetQueueFn, Forgetter
 from context_engine.runtime import Runtime
 from context_engine.search.retrieve import Retriever
 from her_os_shared.ids import ID_PATTERN
@@ -67,7 +67,7 @@ def _forgetter(runtime: _Runtime) -> Forgetter:
     return runtime.forgetter
 
 
-def _forget_queue(runtime: _Runtime) -> Callable[[int], Awaitable[Any]] | None:
+def _forget_queue(runtime: _Runtime) -> ForgetQueueFn | None:
     return runtime.jobs.defer_forget if runtime.jobs_open else None
 
 
@@ -105,7 +105,7 @@ ChroniclerDep = Annotated[Chronicler, Depends(_chronicler)]
 JobsDep = Annotated[JobQueue, Depends(_jobs)]
 ForgetterDep = Annotated[Forgetter, Depends(_forgetter)]
 # How a forget request is made durable (a job retries it); None while the queue is not open.
-ForgetQueue = Annotated[Callable[[int], Awaitable[Any]] | None, Depends(_forget_queue)]
+ForgetQueue = Annotated[ForgetQueueFn | None, Depends(_forget_queue)]
 IngestorDep = Annotated[Ingestor, Depends(_ingestor)]
 CheckerDep = Annotated[StoreChecker, Depends(_checker)]
 ReflectorDep = Annotated[DailyReflector, Depends(_reflector)]

@@ -4,7 +4,6 @@ GET /v1/forget/{request_id}. The work is in forget.py (ADR 0013)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -12,13 +11,12 @@ from fastapi import APIRouter, HTTPException, Path, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from context_engine.privacy.forget import MIN_NAME_CHARS, Forgetter, Target
+from context_engine.privacy.forget import MIN_NAME_CHARS, ForgetQueueFn, Forgetter, Target
 from context_engine.routes.deps import ForgetQueue, ForgetterDep, SessionIdPath
 from context_engine.routes.entities import EntityId
 
 router = APIRouter(tags=["forget"])
 
-QueueFn = Callable[[int], Awaitable[Any]] | None
 WaitS = Annotated[
     float, Query(ge=0, le=600, description="seconds to wait for every store (then 202)")
 ]
@@ -50,7 +48,7 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 async def _forget(
-    forgetter: Forgetter, target: Target, wait_s: float, queue: QueueFn
+    forgetter: Forgetter, target: Target, wait_s: float, queue: ForgetQueueFn | None
 ) -> JSONResponse:
     body = ForgetResult.model_validate(await forgetter.request(target, wait_s, queue))
     return JSONResponse(
