@@ -63,7 +63,7 @@ def triples(out: Extraction) -> set[tuple[str, str, str]]:
 
 
 def test_label_and_protocol_attributes(extractor: FastExtractor) -> None:
-    assert (extractor.name, extractor.version, extractor.label) == ("fast", 3, "fast@3")
+    assert (extractor.name, extractor.version, extractor.label) == ("fast", 4, "fast@4")
 
 
 def test_people_and_places_with_speakers_and_segments(extractor: FastExtractor) -> None:

@@ -11,16 +11,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from context_engine.extract.clauses import Statement
 from context_engine.extract.schema import ExtractedEntity, ExtractedRelation, SegmentText
 
 
 @dataclass(slots=True)
 class Extraction:
     """One extractor's output for one session: entities after gates, dedup and linking
-    (schema.finalise), and the relations between them."""
+    (schema.finalise), the relations between them, and the statements its clauses make about
+    people (clauses.py: the fast extractor's; empty from extractors that read none)."""
 
     entities: list[ExtractedEntity] = field(default_factory=list)
     relations: list[ExtractedRelation] = field(default_factory=list)
+    statements: list[Statement] = field(default_factory=list)
 
 
 class Extractor(Protocol):

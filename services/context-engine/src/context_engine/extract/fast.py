@@ -19,6 +19,10 @@ What it finds in a session's segments (in spoken order):
   as NER, it would otherwise halve the throughput; since version 3 a capitalised subject the
   tagger did not take for a name ("Tara lives in Chennai", Tara read as an adjective) is one
   when the session named that person before (a relation, NER, a speaker);
+- since version 4, statements (clauses.py): every declarative clause about a person, in the
+  third person with names, with its predicate, object, kind (fact, plan, habit, ended, opinion)
+  and date; every turn of three words or more is parsed (the attribute ruler applied by lookup
+  keeps that near the old speed, spacy_model.faster_attribute_ruler);
 - topics: the things those facts are about ("coffee", "pottery", "Hoka") become `topic`
   entities, so they can be counted, validated, contradicted and tiered like the rest;
 - emotions from VADER's sentiment score (emotion.py), when a word names the feeling ("sad",
@@ -44,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from context_engine.extract import predicates
 from context_engine.extract.base import Extraction
+from context_engine.extract.clauses import Context, Statement, Turn, closing_question, read_clauses
 from context_engine.extract.emotion import emotion_of, names_a_feeling
 from context_engine.extract.language import sentence_bounds, singular
 from context_engine.extract.patterns import (
@@ -86,7 +91,7 @@ if TYPE_CHECKING:
     from spacy.language import Language
     from spacy.tokens import Doc, Span
 
-VERSION = 3
+VERSION = 4
 _NLP_LOCK = threading.Lock()
 MAX_CHARS = 10_000  # per segment: longer text is cut (NER cost grows with it)
 BATCH_SIZE = 64
@@ -386,6 +391,9 @@ class _Session:
     # people named so far (_known_people), and how many entities / relations it has read
     known: set[str] = field(default_factory=set)
     known_read: tuple[int, int] = (0, 0)
+    # what the clauses said (clauses.py) and what their pronouns may point back to
+    statements: list[Statement] = field(default_factory=list)
+    context: Context = field(default_factory=Context)
 
 
 def _known_people(session: _Session, people: Sequence[tuple[int, str]]) -> frozenset[str]:
@@ -532,7 +540,11 @@ class FastExtractor:
         """Entities (after gates, dedup and linking) and relations said in the segments."""
         segs = self._prepare(segments)
         raw = self._extract(segs)
-        return Extraction(entities=finalise(raw.entities, segs), relations=raw.relations)
+        return Extraction(
+            entities=finalise(raw.entities, segs),
+            relations=raw.relations,
+            statements=raw.statements,
+        )
 
     def extract_raw(self, segments: Sequence[SegmentText]) -> Extraction:
         """Everything found, before gates and dedup (what calibration looks at)."""
@@ -549,7 +561,7 @@ class FastExtractor:
     def _parse(self, segs: list[SegmentText]) -> list[Doc]:
         """Every segment through NER; those with a fact cue also through the parser."""
         nlp = self.nlp
-        cued = [i for i, s in enumerate(segs) if _PARSE_CUES.search(s.text)]
+        cued = [i for i, s in enumerate(segs) if _worth_parsing(s.text)]
         plain = sorted(set(range(len(segs))) - set(cued))
         docs: dict[int, Doc] = {}
         with _NLP_LOCK:  # spaCy adds new words to the shared vocabulary: one caller at a time
@@ -573,7 +585,9 @@ class FastExtractor:
         speakers = {s.segment_id: s.speaker for s in segs}
         relations = [r for r in _unique(session.relations) if r.confidence >= RELATION_GATE]
         entities.extend(_object_entities(relations, speakers))
-        return Extraction(entities=_resolve_types(entities), relations=relations)
+        return Extraction(
+            entities=_resolve_types(entities), relations=relations, statements=session.statements
+        )
 
     def _segment(self, session: _Session, seg: SegmentText, doc: Doc) -> None:
         """One turn, in its named steps: whose turn it is, what it names, what it says in
@@ -588,6 +602,7 @@ class FastExtractor:
         people = sorted(mentions.people)
         you = _who_you_are(session, seg, mentions.spoken_to)
         self._relations(session, seg, doc, people, you)
+        _clauses(session, seg, doc, people, you)
         if (
             self.emotions
             and names_a_feeling(seg.text)
@@ -695,6 +710,53 @@ class FastExtractor:
             session.single_names[name.casefold()] += 1
         add("person", name, PERSON_CONFIDENCE[shape], ent.start_char, label=ent.label_,
             shape=shape)  # fmt: skip
+
+
+def _worth_parsing(text: str) -> bool:
+    """Whether a turn may state something: a cue of statements.py's rules, or any clause of
+    three words or more (clauses.py reads every clause; "Thanks!" and "Wow, nice!" state
+    nothing)."""
+    return bool(_PARSE_CUES.search(text)) or len(text.split()) >= 3
+
+
+def _clauses(
+    session: _Session,
+    seg: SegmentText,
+    doc: Doc,
+    people: list[tuple[int, str]],
+    you: str | None,
+) -> None:
+    """The statements of a parsed turn (clauses.py), then what later turns' pronouns and a
+    "Yes" may point back to: the people and places it named, its closing question."""
+    ctx = session.context
+    ctx.speakers = frozenset(session.speakers)
+    places = [(e.start_char, name) for e in doc.ents if e.label_ in _PLACE_LABELS
+              and (name := clean_thing(e.text))]  # fmt: skip
+    if doc.has_annotation("DEP"):
+        turn = Turn(
+            speaker=seg.speaker.strip(),
+            segment_id=seg.segment_id,
+            addressee=you,
+            spoken_at=seg.spoken_at,
+            people=tuple(people),
+            places=tuple(places),
+            known=_known_people(session, people),
+            context=ctx,
+        )
+        session.statements.extend(read_clauses(doc, turn))
+    named = [name for _, name in people]
+    if named and doc.has_annotation("DEP"):  # "Greta and Marit": Marit too, whatever NER says
+        firsts = {n.split()[0] for n in named}
+        named += [t.text for t in doc if t.dep_ == "conj" and t.pos_ == "PROPN"
+                  and t.head.text in firsts and t.text[:1].isupper()]  # fmt: skip
+    if named:
+        ctx.recent_people = tuple(dict.fromkeys(named))
+    if places:
+        ctx.recent_places = tuple(dict.fromkeys(name for _, name in places))
+    question = closing_question(doc) if doc.has_annotation("DEP") else None
+    ctx.question = question
+    ctx.question_speaker = seg.speaker.strip() if question is not None else None
+    ctx.question_you = you if question is not None else None
 
 
 def _thing_confidence(ent: Span, name: str, cued: bool) -> float:

@@ -30,7 +30,7 @@ except "no longer" / "not … anymore", which end the fact. Future and hypotheti
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -139,7 +139,7 @@ def _sentence_text(sent: Span) -> str:
     return " ".join(sent.text.split())[:MAX_EVIDENCE]
 
 
-def _name_of(tok: Token) -> str | None:
+def name_of(tok: Token) -> str | None:
     """A proper name from a PROPN token and its compounds ("Priya Sharma"), or None."""
     if tok.pos_ != "PROPN" and not (tok.pos_ == "NOUN" and tok.is_title and tok.i > tok.sent.start):
         return None  # a capitalised word the tagger took for a noun mid-sentence ("cat Mishti")
@@ -165,13 +165,13 @@ def _who(tok: Token, speech: Speech) -> tuple[str, str] | None:
         person = before[-1] if before else speech.last_person
         return (person, how) if person else None
     if tok.pos_ == "PROPN":
-        name = _name_of(tok)
+        name = name_of(tok)
         return (name, "named") if name else None
     if tok.dep_ in ("nsubj", "nsubjpass") and tok.is_title and tok.text in speech.known:
         return tok.text, "named"
     if tok.pos_ == "NOUN":  # "my sister Meera lives…": the appositive name
         for child in tok.children:
-            if child.dep_ in ("appos", "compound") and (name := _name_of(child)):
+            if child.dep_ in ("appos", "compound") and (name := name_of(child)):
                 return name, "named"
     return None
 
@@ -324,6 +324,57 @@ def _brand_and_category(noun: Token) -> tuple[str, str | None]:
     return " ".join([*mods, noun.lower_]), None
 
 
+def each_sentence(doc: Doc, read: Callable[[Span], None], event: str) -> None:
+    """`read` on every sentence of a parsed turn; one odd parse (an exception) is logged as
+    `event` and never costs the rest of the session."""
+    for sent in doc.sents:
+        try:
+            read(sent)
+        except Exception as exc:
+            log.warning(event, error=f"{type(exc).__name__}: {exc}")
+
+
+def dated(
+    verb: Token,
+    spoken: datetime | None,
+    *,
+    allow_future: bool = False,
+    prefer_future: bool = False,
+) -> dict[str, Any] | None:
+    """The date a clause names, resolved against when it was said: {"when": the words,
+    "valid_from": an ISO day not after it} or {"when", "future": True} when it lies ahead
+    (with `allow_future`, its day as "due"); None when the clause names no date. "For two
+    years" is how long, not when. `prefer_future`: a date that reads either way ("in March")
+    is the coming one (a plan, "I'm starting in March")."""
+    for tok in verb.subtree:
+        if tok.ent_type_ != "DATE":
+            continue
+        ent = next((e for e in tok.doc.ents if e.start <= tok.i < e.end), None)
+        if ent is None:
+            continue
+        root = ent.root
+        governed = root.head if root.dep_ == "pobj" else None
+        if governed is not None and governed.lower_ in ("for", "during", "over", "within"):
+            if "ago" not in ent.text.lower():
+                continue
+        out: dict[str, Any] = {"when": ent.text}
+        future = resolve(ent.text, spoken, "future") if spoken is not None else None
+        when = resolve(ent.text, spoken, "past")
+        if (
+            future is not None
+            and spoken is not None
+            and future.date() > spoken.date()
+            and (prefer_future or when is None or when.date() >= spoken.date())
+        ):
+            out["future"] = True
+            if allow_future:
+                out["due"] = iso_day(future)
+        elif when is not None and spoken is not None and when.date() <= spoken.date():
+            out["valid_from"] = iso_day(when)
+        return out
+    return None
+
+
 class StatementRules:
     """Applies the rules to one parsed segment. Construct once per segment."""
 
@@ -336,11 +387,7 @@ class StatementRules:
         self._switched_with: tuple[str, str] | None = None
 
     def run(self) -> list[ExtractedRelation]:
-        for sent in self.doc.sents:
-            try:
-                self._sentence(sent)
-            except Exception as exc:  # one odd parse never costs the rest of the session
-                log.warning("extract.sentence_skipped", error=f"{type(exc).__name__}: {exc}")
+        each_sentence(self.doc, self._sentence, "extract.sentence_skipped")
         return self.found
 
     # --- output ---
@@ -373,33 +420,8 @@ class StatementRules:
             )
         )
 
-    def _date(self, verb: Token) -> dict[str, str] | None:
-        for tok in verb.subtree:
-            if tok.ent_type_ != "DATE":
-                continue
-            ent = next((e for e in tok.doc.ents if e.start <= tok.i < e.end), None)
-            if ent is None:
-                continue
-            root = ent.root
-            governed = root.head if root.dep_ == "pobj" else None
-            if governed is not None and governed.lower_ in ("for", "during", "over", "within"):
-                if "ago" not in ent.text.lower():
-                    continue  # "for two years" is how long, not when
-            out: dict[str, Any] = {"when": ent.text}
-            spoken = self.speech.spoken_at
-            future = resolve(ent.text, spoken, "future") if spoken is not None else None
-            when = resolve(ent.text, spoken, "past")
-            if (
-                future is not None
-                and spoken is not None
-                and future.date() > spoken.date()
-                and (when is None or when.date() >= spoken.date())
-            ):
-                out["future"] = True
-            elif when is not None and spoken is not None and when.date() <= spoken.date():
-                out["valid_from"] = iso_day(when)
-            return out
-        return None
+    def _date(self, verb: Token) -> dict[str, Any] | None:
+        return dated(verb, self.speech.spoken_at)
 
     # --- rules ---
 
@@ -689,13 +711,13 @@ class StatementRules:
         """ "our dog Biscuit", "my cat, Luna", "a dog named Biscuit"."""
         owner = next((c for c in noun.children if c.dep_ == "poss"), None)
         name_tok = next((c for c in noun.children if c.dep_ in ("appos", "compound")
-                         and c.i > noun.i and _name_of(c)), None)  # fmt: skip
+                         and c.i > noun.i and name_of(c)), None)  # fmt: skip
         for acl in noun.children:  # "a dog named Biscuit"
             if acl.dep_ == "acl" and acl.lemma_ in ("name", "call"):
                 name_tok = next((c for c in acl.children if c.pos_ == "PROPN"), name_tok)
         if name_tok is None:
             return
-        name = _name_of(name_tok)
+        name = name_of(name_tok)
         if name is None:
             return
         who: tuple[str, str] | None = None
