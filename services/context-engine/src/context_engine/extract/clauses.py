@@ -160,7 +160,11 @@ _TIME = re.compile(
     r"december|spring|summer|fall|autumn|winter)s?\b",
     re.IGNORECASE,
 )
+# Words that open a subordinate clause: the clause stated alone leaves them out ("after we went
+# camping" → "Melanie and others went camping").
+_SUBORDINATORS = frozenset("when while after before since as because once whenever".split())
 # Words that open a clause without adding to it ("Actually I've given up swimming").
+_THANKS = frozenset("thanks thank congrats congratulations kudos props cheers".split())
 _FILLERS = frozenset("so well also then anyway actually honestly basically oh yeah".split())
 # What may stand before the subject and still belong to the clause ("Last week I ...", "After
 # finishing my screenplay I got ...", "Every Sunday I swim").
@@ -242,6 +246,8 @@ class ClauseReader:
         if how is not None:
             return (turn.speaker, how) if turn.speaker.strip() else None
         if low in _YOU:
+            if self._plural_you(tok):
+                return None
             return (turn.addressee, "addressee") if turn.addressee else None
         if low in _THIRD:
             person = self._person_before(tok.idx) if frame is None else None
@@ -265,13 +271,66 @@ class ClauseReader:
     def _subject(self, verb: Token) -> Token | None:
         """The verb's subject: the nearest before it ("Hey John, I'm ..." has John as a second
         subject in the parse: a name addressed), inherited through "and"."""
-        subjects = [c for c in verb.children if c.dep_ in ("nsubj", "nsubjpass", "csubj")]
+        subjects = [
+            c
+            for c in verb.children
+            if c.dep_ in ("nsubj", "nsubjpass", "csubj") and not self._vocative(c)
+        ]
         before = [c for c in subjects if c.i < verb.i]
         if before or subjects:
             return (before or subjects)[-1]
         if verb.dep_ == "conj" and verb.head.pos_ in ("VERB", "AUX"):
             return self._subject(verb.head)  # "I quit X and joined Y"
         return None
+
+    @staticmethod
+    def _plural_you(tok: Token) -> bool:
+        """ "you guys", "you all", "you two": more than the one person spoken to."""
+        nxt = tok.doc[tok.i + 1] if tok.i + 1 < len(tok.doc) else None
+        return nxt is not None and nxt.lower_ in ("guys", "all", "two", "both", "folks", "lot")
+
+    @staticmethod
+    def _vocative(tok: Token) -> bool:
+        """ "Caroline, those lessons are great": a name addressed, then a comma."""
+        nxt = tok.doc[tok.i + 1] if tok.i + 1 < len(tok.doc) else None
+        return (
+            tok.pos_ == "PROPN"
+            and nxt is not None
+            and nxt.text == ","
+            and (tok.i == tok.sent.start or tok.doc[tok.i - 1].is_punct)
+        )
+
+    @staticmethod
+    def _not_a_clause(verb: Token) -> bool:
+        """A verb that heads no statement of its own: a bare infinitive ("helps you grow and
+        reach your goals"), a comparison or purpose ("like I'm stepping into the books", "so
+        you can watch them grow"), a coordinated verb of another form than the one it joins
+        ("I respect you and being able to ..."): a gerund, not a clause."""
+        aux = [c for c in verb.children if c.dep_ in ("aux", "auxpass")]
+        if verb.tag_ == "VB" and not aux and verb.dep_ != "ROOT":
+            return True
+        marks = {c.lower_ for c in verb.children if c.dep_ == "mark"}
+        if verb.dep_ == "advcl" and marks & {"like", "so", "than", "though"}:
+            return True
+        if verb.dep_ == "advcl" and "as" in marks and verb.lemma_ == "be":
+            return True  # "as passionate as I am about rights"
+        if verb.dep_ != "ROOT" and any(
+            c.tag_ in ("WRB", "WP", "WDT") and c.i < verb.i for c in verb.subtree
+        ):
+            return True  # "how much work we still have to do": an embedded wh-clause
+        if verb.dep_ == "advcl" and any(
+            c.dep_ == "advmod" and c.lower_ == "so" for c in verb.children if c.i < verb.i
+        ):
+            return True
+        if verb.dep_ == "conj" and not aux and not any(c.dep_.startswith("nsubj")
+                                                      for c in verb.children):  # fmt: skip
+            head = verb.head
+            if head.tag_[:2] == "VB" and verb.tag_ != head.tag_:
+                same_past = {verb.tag_, head.tag_} <= {"VBD", "VBN"}
+                head_has_aux = any(c.dep_ in ("aux", "auxpass") for c in head.children)
+                if not same_past and not (head_has_aux and verb.tag_ in ("VBG", "VBN")):
+                    return True
+        return False
 
     def _about(self, verb: Token, subj: Token | None, sent: Span) -> _About | None:
         """Whom the clause is about and how its text begins (`_About`), or None."""
@@ -316,6 +375,8 @@ class ClauseReader:
         about it is crucial", "Setbacks are opportunities") or "it's X to/how ..."."""
         if verb.dep_ != "ROOT" or verb.tag_ not in ("VBZ", "VBP"):
             return False
+        if subj.lower_ in _THANKS:
+            return False  # "Thanks, Gina! Appreciate ..."
         if subj.dep_ == "csubj":
             return True
         if subj.lower_ == "it":
@@ -330,8 +391,10 @@ class ClauseReader:
     def _clause(self, verb: Token, sent: Span) -> None:
         if verb.dep_ in ("xcomp", "relcl", "acl", "pcomp", "csubj", "amod", "compound"):
             return  # part of another clause ("started taking", "the book I read")
-        if verb.lemma_.lower() in _WISHES:
-            return  # "I wish I could fly"
+        if verb.lemma_.lower() in _WISHES or verb.tag_ == "MD":
+            return  # "I wish I could fly"; "I definitely will" (what, it does not say)
+        if self._not_a_clause(verb):
+            return
         subj = self._subject(verb)
         about = self._about(verb, subj, sent)
         if about is None or self._unreal(verb):
@@ -350,7 +413,11 @@ class ClauseReader:
         after = [t for t in tokens if t.i > verb.i and t.dep_ not in ("neg", "prt")]
         subject_words = {t.i for t in subj.subtree} if subj is not None and about.replace else set()
         content = _content(t for t in tokens if t.i != verb.i and t.i not in subject_words)
-        if not content or (verb.lemma_.lower() in _TALK_VERBS and set(content) <= _SMALL_TALK):
+        if (
+            not content
+            or (verb.lemma_.lower() in _TALK_VERBS and set(content) <= _SMALL_TALK)
+            or (verb.lemma_.lower() in ("be", "have") and len(content) < 2 and about.replace)
+        ):
             return  # small talk: "I know", "I love it", "I'm so glad"
         progressive = verb.tag_ == "VBG" and any(
             c.dep_ == "aux" and c.lower_ in _PRESENT_BE for c in verb.children
@@ -374,7 +441,9 @@ class ClauseReader:
         name = about.name
         text = self._rewrite(tokens, verb, subj if about.replace else None, name, about.how)
         if about.opening:
-            rest = text[:1].lower() + text[1:] if tokens and tokens[0].pos_ != "PROPN" else text
+            first = tokens[0] if tokens else None
+            lower = first is not None and first.pos_ != "PROPN" and text.startswith(first.text)
+            rest = text[:1].lower() + text[1:] if lower else text
             text = f"{about.opening} {rest}"
         obj = self._rewrite(after, verb, None, name, about.how) if after else ""
         particle = " ".join(c.lower_ for c in verb.children if c.dep_ == "prt")
@@ -426,6 +495,13 @@ class ClauseReader:
                 return True
         v, steps = verb, 0
         while steps < 5:
+            if (
+                v is not verb
+                and v.dep_ == "ROOT"
+                and v.tag_ == "VB"
+                and not any(c.dep_ in ("nsubj", "aux") for c in v.children)
+            ):
+                return True  # "Make sure you watch their videos first": advice, not a fact
             for c in v.children:
                 if c.dep_ == "mark" and c.lower_ in _CONDITIONS:
                     return True
@@ -483,14 +559,32 @@ class ClauseReader:
             elif c.dep_ == "npadvmod" and c.i < start and c.ent_type_ not in ("DATE", "TIME"):
                 if not _TIME.search(" ".join(t.text for t in c.subtree)):
                     skip |= below  # "Tomas, great news - ..." (not "last week", "every Sunday")
-            elif c.dep_ == "punct" and c.i > verb.i and c.text in ("-", "–", "—", ";", ":"):
+            elif (
+                c.dep_ == "punct"
+                and c.i > verb.i
+                and c.text in ("-", "–", "—", "--", ";", ":")
+                and (c.text != "-" or c.whitespace_)  # " - " parts, not "non-stop"
+            ):
                 skip.update(t.i for t in verb.doc[c.i : verb.right_edge.i + 1])
             elif c.i > verb.i and c.pos_ == "PROPN" and c.text == self.turn.addressee:
                 skip |= below  # "..., Omar": the name addressed
         tokens = [t for t in verb.subtree if t.i not in skip]
         if subj is not None and verb.dep_ == "conj" and subj.i not in {t.i for t in tokens}:
-            tokens = [subj, *tokens]  # the inherited subject leads ("Asha joined Google")
-        while tokens and (tokens[0].is_punct or tokens[0].dep_ in ("cc", "intj")):
+            # the inherited subject leads ("Asha joined Google"), with the auxiliaries the
+            # verbs share ("I've been doing research and networking" → "has been networking")
+            shared = []
+            if not any(c.dep_ in ("aux", "auxpass") for c in verb.children):
+                shared = [c for c in verb.head.children if c.dep_ in ("aux", "auxpass")]
+            tokens = [subj, *shared, *tokens]
+        while tokens and (
+            tokens[0].is_punct
+            or tokens[0].dep_ in ("cc", "intj")
+            or (
+                tokens[0].dep_ in ("mark", "advmod")
+                and tokens[0].lower_ in _SUBORDINATORS
+                and tokens[0].head.i == verb.i  # its own "when", not a clause inside it
+            )
+        ):
             tokens.pop(0)
         while tokens and (tokens[-1].is_punct or tokens[-1].dep_ in ("cc",)):
             tokens.pop()
@@ -522,16 +616,10 @@ class ClauseReader:
             elif low in _POSSESSIVE_SELF:
                 mine = low in ("my", "our") and name == speaker and speaker in said
                 word = "their" if mine else f"{speaker}'s"
-            elif low in ("you", "yourself") and addressee:
+            elif low in ("you", "yourself") and addressee and not self._plural_you(t):
                 word = addressee
             elif low == "your" and addressee:
                 word = "their" if name == addressee and addressee in said else f"{addressee}'s"
-            elif low in ("he", "she", "him", "her", "his"):
-                person = self._person_before(t.idx)
-                if person is not None:
-                    possessive = low == "his" or t.tag_ == "PRP$"
-                    theirs = person == name and person in said
-                    word = ("their" if theirs else f"{person}'s") if possessive else person
             elif low in _PLACE_WORDS and t.dep_ == "advmod" and t.head.lemma_ in _PLACE_VERBS:
                 if (place := self._place_before(t.idx)) is not None:
                     word = ("to " if t.head.lemma_.lower() in _MOTION else "in ") + place
@@ -587,6 +675,10 @@ class ClauseReader:
                 words.append(lw)
             elif t.lower_ in ("you", "your") and t.i != subj.i:
                 words.append("their" if t.lower_ == "your" else name)
+            elif t.lower_ in ("'re", "'ve") and t.i - 1 >= 0 and t.doc[t.i - 1].lower_ == "you":
+                words.append({"'re": " is", "'ve": " has"}[t.lower_])
+            elif t.lower_ == "any":  # "Do you have any plans?" "Yes" → "has some plans"
+                words.append("some")
             elif t.lower_ in ("i", "me"):
                 words.append(frame.speaker)
             elif t.lower_ == "my":
@@ -595,6 +687,7 @@ class ClauseReader:
                 words.append(t.text)
         text = " ".join(words)
         text = re.sub(r"\s+([,.!'])", r"\1", text).replace(" n't", "n't")
+        text = " ".join(text.split())
         content = _content(t for t in rest if t.i != subj.i)
         if len(content) < 1:
             return
