@@ -102,6 +102,7 @@ class EngineDouble:
     # GET /v1/context's knowledge: the facts and subjects every search answers with
     facts: list[dict[str, Any]] = field(default_factory=list)
     about: list[dict[str, Any]] = field(default_factory=list)
+    statements: list[dict[str, Any]] = field(default_factory=list)
     # GET /v1/promises?status=open; None: the route is missing (404)
     promises: list[dict[str, Any]] | None = field(default_factory=list)
 
@@ -146,7 +147,7 @@ class EngineDouble:
             return httpx.Response(
                 200,
                 json={"results": results[:limit], "facts": self.facts, "about": self.about,
-                      "facts_status": "ok"},
+                      "facts_status": "ok", "statements": self.statements},
             )  # fmt: skip
         if request.url.path == "/v1/promises" and self.promises is not None:
             if self.mode == "down":

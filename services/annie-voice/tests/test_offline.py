@@ -344,3 +344,75 @@ async def test_who_is_someone_is_their_relation_but_not_a_question_about_them() 
     assert (await r.answer("Who is Kavya?")).startswith("Kavya is your sibling")
     text = await r.answer("Who is Kavya a fan of?")
     assert "sibling" not in text and "Ed Sheeran" in text
+
+
+def statement(text: str, subject: str, *, current: bool, valid_at: datetime,
+              kind: str = "fact", ended_by: str | None = None, ended_at: datetime | None = None,
+              instead: list[tuple[str, datetime]] = (), relevance: int = 1,
+              kept_by: str | None = None) -> dict:  # fmt: skip
+    """One item of /v1/context's `statements` (the engine's ContextStatement)."""
+
+    def src(t: str, at: datetime) -> dict:
+        return {"session_id": "s1", "segment_id": "s1-0", "said_at": at.isoformat(),
+                "speaker": subject, "text": t}  # fmt: skip
+
+    return {
+        "id": 1, "subject": subject, "predicate": "x", "object": "", "text": text, "kind": kind,
+        "confidence": 0.85, "valid_at": valid_at.isoformat(),
+        "invalid_at": ended_at.isoformat() if ended_at else None, "current": current,
+        "ended_by": src(ended_by, ended_at) if ended_by and ended_at else None,
+        "kept_by": src(kept_by, valid_at) if kept_by else None,
+        "sources": [src(text, valid_at)], "relevance": relevance,
+        "instead": [{"text": t, "valid_at": at.isoformat()} for t, at in instead],
+    }  # fmt: skip
+
+
+async def test_a_still_question_answers_what_holds_now_what_it_replaced_and_when() -> None:
+    double = EngineDouble(
+        about=[ARJUN],
+        statements=[
+            statement("Arjun plays chess at the club every Thursday", "Arjun", current=False,
+                      kind="habit", valid_at=NOW - timedelta(days=60),
+                      ended_by="Arjun has given up chess", ended_at=NOW - timedelta(days=3),
+                      instead=[("Arjun plays go now", NOW - timedelta(days=3))]),
+        ],
+    )  # fmt: skip
+    text = await responder(double).answer("Do I still play chess?")
+    assert text.startswith(
+        "Not any more: you have given up chess (on Monday). Before that, you played chess at "
+        "the club every Thursday. Now: you play go now (since Monday)."
+    ), text
+
+
+async def test_a_statement_about_someone_named_is_told_with_since_when() -> None:
+    double = EngineDouble(
+        about=[{"name": "Greta", "type": "person", "owner": False, "id": 3, "tier": "L2"}],
+        statements=[statement("Greta runs a small ceramics studio", "Greta", current=True,
+                              valid_at=NOW - timedelta(days=40))],
+    )  # fmt: skip
+    text = await responder(double).answer("What does Greta do for work now?")
+    assert text.startswith("Greta runs a small ceramics studio (since 4 April)."), text
+
+
+async def test_a_statement_sharing_no_word_with_the_question_is_not_the_answer() -> None:
+    double = EngineDouble(
+        memories=[SWITCH],
+        about=[ARJUN],
+        statements=[statement("Arjun keeps bees", "Arjun", current=True, relevance=0,
+                              valid_at=NOW - timedelta(days=4))],
+    )  # fmt: skip
+    text = await responder(double).answer("Why did I switch to tea?")
+    assert "bees" not in text and "switching to tea" in text
+
+
+async def test_only_a_question_about_what_holds_now_is_answered_from_statements() -> None:
+    double = EngineDouble(
+        memories=[SWITCH],
+        about=[ARJUN],
+        statements=[statement("Arjun drinks tea now", "Arjun", current=True, relevance=1,
+                              valid_at=NOW - timedelta(days=3))],
+    )  # fmt: skip
+    text = await responder(double).answer("What did I say about tea?")
+    assert "switching to tea" in text and not text.startswith("You drink tea")
+    text = await responder(double).answer("Do I still drink tea?")
+    assert text.startswith("You drink tea now (since Monday)."), text

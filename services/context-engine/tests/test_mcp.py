@@ -306,11 +306,14 @@ async def test_every_reading_tool_answers_from_the_memory(engine: ServedEngine) 
         assert lives[0]["sources"][0]["session_id"] == sid
         history = await call(mcp, "search_memory_facts", subject="Tariq", include_history=True)
         assert {f["uuid"] for f in about["facts"]} <= {f["uuid"] for f in history["facts"]}
+        said = [x for x in about["statements"] if x["text"] == "Tariq loves cricket"]
+        assert said and said[0]["current"] and said[0]["sources"][0]["session_id"] == sid
         searched = await call(mcp, "search_memory_facts", query="cricket", subject="Tariq")
         assert all("Tariq" in (f["subject"], f["object"]) for f in searched["facts"])
+        assert [x["text"] for x in searched["statements"]] == ["Tariq loves cricket"]
         then = await call(mcp, "search_memory_facts", subject="Tariq",
                           as_of=(PAST - timedelta(days=1)).isoformat())  # fmt: skip
-        assert then["facts"] == []  # nothing was known the day before it was said
+        assert then["facts"] == [] and then["statements"] == []  # nothing known the day before
 
         nodes = await call(mcp, "search_nodes", query="Tariq", entity_types=["person"])
         tariq = next(n for n in nodes["nodes"] if n["name"] == "Tariq")

@@ -150,12 +150,75 @@ class Subject:
 
 
 @dataclass(frozen=True, slots=True)
+class KnownStatement:
+    """Something said about a person the question names ("Rosa keeps bees on their roof"):
+    whether it still holds, since when, what ended it and what holds instead (the engine's
+    `statements` of /v1/context)."""
+
+    text: str
+    subject: str
+    kind: str
+    current: bool
+    valid_at: datetime | None
+    invalid_at: datetime | None = None
+    ended_by: str | None = None
+    ended_at: datetime | None = None
+    kept_by: str | None = None
+    instead: tuple[tuple[str, datetime | None], ...] = ()
+    relevance: int = 0
+    sources: tuple[Memory, ...] = ()
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any]) -> KnownStatement | None:
+        text = item.get("text")
+        if not isinstance(text, str) or not text.strip():
+            return None
+
+        def told(key: str) -> tuple[str | None, datetime | None]:
+            x = item.get(key)
+            if isinstance(x, dict) and isinstance(x.get("text"), str):
+                return x["text"], _when(x.get("said_at"))
+            return None, None
+
+        ended, ended_at = told("ended_by")
+        kept, _ = told("kept_by")
+        sources = tuple(  # the words as said (the statement's own when the engine gives none)
+            Memory(text=_str(x.get("evidence")) or x["text"],
+                   speaker=_str(x.get("speaker")) or None,
+                   timestamp=_when(x.get("said_at")), source_session=_str(x.get("session_id")))
+            for x in item.get("sources") or []
+            if isinstance(x, dict) and isinstance(x.get("text"), str)
+        )  # fmt: skip
+        instead = tuple(
+            (x["text"], _when(x.get("valid_at")))
+            for x in item.get("instead") or []
+            if isinstance(x, dict) and isinstance(x.get("text"), str)
+        )
+        rel = item.get("relevance")
+        return cls(
+            text=text,
+            subject=_str(item.get("subject")),
+            kind=_str(item.get("kind")) or "fact",
+            current=item.get("current") is True,
+            valid_at=_when(item.get("valid_at")),
+            invalid_at=_when(item.get("invalid_at")),
+            ended_by=ended,
+            ended_at=_when(item.get("invalid_at")) or ended_at,
+            kept_by=kept,
+            instead=instead,
+            relevance=rel if isinstance(rel, int) else 0,
+            sources=sources,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Recall:
     """What one `/v1/context` search gave: segments, and what is known about its subjects."""
 
     memories: list[Memory] = field(default_factory=list)
     facts: list[KnownFact] = field(default_factory=list)
     about: list[Subject] = field(default_factory=list)
+    statements: list[KnownStatement] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,10 +310,13 @@ class EngineClient:
             for a in body.get("about") or []
             if isinstance(a, dict) and isinstance(a.get("name"), str)
         ]
+        raw_said = body.get("statements") if isinstance(body.get("statements"), list) else []
+        said = [KnownStatement.from_item(x) for x in raw_said if isinstance(x, dict)]
         return Recall(
             memories=[m for m in memories if m is not None],
             facts=[f for f in facts if f is not None],
             about=about,
+            statements=[x for x in said if x is not None],
         )
 
     async def open_promises(self, limit: int = 5) -> list[Promise]:

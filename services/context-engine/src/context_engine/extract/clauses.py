@@ -197,11 +197,11 @@ def _third_person(verb: str) -> str:
     return verb + "s"
 
 
-def _content(tokens: Iterable[Token]) -> list[str]:
+def _content(toks: Iterable[Token]) -> list[str]:
     stops = stop_words()
     return [
         t.lower_
-        for t in tokens
+        for t in toks
         if t.is_alpha and t.lower_ not in stops and t.pos_ not in ("PRON", "AUX", "INTJ", "DET")
     ]
 
@@ -409,10 +409,10 @@ class ClauseReader:
         negated = any(c.dep_ == "neg" or c.lower_ == "never" for c in verb.children)
         if self._ended(verb):
             kind = "ended"
-        tokens = self._tokens(verb, subj)
-        after = [t for t in tokens if t.i > verb.i and t.dep_ not in ("neg", "prt")]
+        toks = self._tokens(verb, subj)
+        after = [t for t in toks if t.i > verb.i and t.dep_ not in ("neg", "prt")]
         subject_words = {t.i for t in subj.subtree} if subj is not None and about.replace else set()
-        content = _content(t for t in tokens if t.i != verb.i and t.i not in subject_words)
+        content = _content(t for t in toks if t.i != verb.i and t.i not in subject_words)
         if (
             not content
             or (verb.lemma_.lower() in _TALK_VERBS and set(content) <= _SMALL_TALK)
@@ -434,14 +434,14 @@ class ClauseReader:
             valid_at = when.get("due")
         elif when is not None:
             valid_at = when.get("valid_from")
-        if kind == "fact" and _HABIT_WORDS.search(" ".join(t.text for t in tokens)):
+        if kind == "fact" and _HABIT_WORDS.search(" ".join(t.text for t in toks)):
             kind = "habit"
         if valid_at is None and self.turn.spoken_at is not None and kind != "plan":
             valid_at = iso_day(self.turn.spoken_at)
         name = about.name
-        text = self._rewrite(tokens, verb, subj if about.replace else None, name, about.how)
+        text = self._rewrite(toks, verb, subj if about.replace else None, name, about.how)
         if about.opening:
-            first = tokens[0] if tokens else None
+            first = toks[0] if toks else None
             lower = first is not None and first.pos_ != "PROPN" and text.startswith(first.text)
             rest = text[:1].lower() + text[1:] if lower else text
             text = f"{about.opening} {rest}"
@@ -538,7 +538,7 @@ class ClauseReader:
         return (negated and anymore) or no_longer
 
     def _tokens(self, verb: Token, subj: Token | None) -> list[Token]:
-        """The clause's own tokens: the verb's subtree without coordinated clauses that have
+        """The clause's own toks: the verb's subtree without coordinated clauses that have
         their own subject, leading conjunctions, interjections and edge punctuation."""
         skip: set[int] = set()
         start = subj.left_edge.i if subj is not None and subj.i < verb.i else verb.i
@@ -568,46 +568,46 @@ class ClauseReader:
                 skip.update(t.i for t in verb.doc[c.i : verb.right_edge.i + 1])
             elif c.i > verb.i and c.pos_ == "PROPN" and c.text == self.turn.addressee:
                 skip |= below  # "..., Omar": the name addressed
-        tokens = [t for t in verb.subtree if t.i not in skip]
-        if subj is not None and verb.dep_ == "conj" and subj.i not in {t.i for t in tokens}:
+        toks = [t for t in verb.subtree if t.i not in skip]
+        if subj is not None and verb.dep_ == "conj" and subj.i not in {t.i for t in toks}:
             # the inherited subject leads ("Asha joined Google"), with the auxiliaries the
             # verbs share ("I've been doing research and networking" → "has been networking")
             shared = []
             if not any(c.dep_ in ("aux", "auxpass") for c in verb.children):
                 shared = [c for c in verb.head.children if c.dep_ in ("aux", "auxpass")]
-            tokens = [subj, *shared, *tokens]
-        while tokens and (
-            tokens[0].is_punct
-            or tokens[0].dep_ in ("cc", "intj")
+            toks = [subj, *shared, *toks]
+        while toks and (
+            toks[0].is_punct
+            or toks[0].dep_ in ("cc", "intj")
             or (
-                tokens[0].dep_ in ("mark", "advmod")
-                and tokens[0].lower_ in _SUBORDINATORS
-                and tokens[0].head.i == verb.i  # its own "when", not a clause inside it
+                toks[0].dep_ in ("mark", "advmod")
+                and toks[0].lower_ in _SUBORDINATORS
+                and toks[0].head.i == verb.i  # its own "when", not a clause inside it
             )
         ):
-            tokens.pop(0)
-        while tokens and (tokens[-1].is_punct or tokens[-1].dep_ in ("cc",)):
-            tokens.pop()
+            toks.pop(0)
+        while toks and (toks[-1].is_punct or toks[-1].dep_ in ("cc",)):
+            toks.pop()
         # a trailing name addressed that the parse hung lower ("tomorrow, Omar")
-        if len(tokens) > 2 and tokens[-1].text == self.turn.addressee and tokens[-2].text == ",":
-            tokens = tokens[:-2]
-        return tokens
+        if len(toks) > 2 and toks[-1].text == self.turn.addressee and toks[-2].text == ",":
+            toks = toks[:-2]
+        return toks
 
-    def _rewrite(self, tokens: Sequence[Token], verb: Token, subj: Token | None, name: str,
+    def _rewrite(self, toks: Sequence[Token], verb: Token, subj: Token | None, name: str,
                  how: str) -> str:  # fmt: skip
-        """The tokens in the third person with names: I → the speaker's name, my → their,
+        """The toks in the third person with names: I → the speaker's name, my → their,
         am → is and a present-tense verb after I → its -s form; you → the addressee; he/she →
         the person they stand for; there → in/to the place."""
         speaker, addressee = self.turn.speaker, self.turn.addressee
         # the first verb word after each "I" takes the third person ("I've come" → "has come")
         finite = {
             min([c.i for c in t.head.children if c.dep_ in ("aux", "auxpass")] + [t.head.i])
-            for t in tokens
+            for t in toks
             if t.lower_ == "i" and t.dep_ in ("nsubj", "nsubjpass")
         }
         out: list[str] = []
         said: set[str] = set()  # names already in the text: their possessive is "their"
-        for k, t in enumerate(tokens):
+        for k, t in enumerate(toks):
             low, word = t.lower_, t.text
             if subj is not None and t.i == subj.i:
                 word = f"{name} and others" if how == "we" else name
@@ -629,7 +629,7 @@ class ClauseReader:
             elif low in _CONTRACTED and t.dep_ in ("aux", "auxpass", "ROOT", "conj", "ccomp"):
                 word = _CONTRACTED[low]
             if k:
-                prev = tokens[k - 1]
+                prev = toks[k - 1]
                 joined = prev.i == t.i - 1 and not prev.whitespace_ and word == t.text
                 out.append(word if joined else " " + word)
             else:
@@ -661,10 +661,10 @@ class ClauseReader:
         if who is None or (who[0] != self.turn.speaker and who[1] != "named"):
             return
         name, how = who
-        tokens = [t for t in q if not (t.is_punct and t.i == q.end - 1)]
+        toks = [t for t in q if not (t.is_punct and t.i == q.end - 1)]
         # undo the inversion: "Did Lena move" → "Lena did move", "Is Lena" → "Lena is"
-        lead = tokens[0]
-        rest = [t for t in tokens[1:]]
+        lead = toks[0]
+        rest = [t for t in toks[1:]]
         words: list[str] = []
         for t in rest:
             if t.i == subj.i:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import and_, bindparam, case, func, or_, select, text, update
@@ -21,6 +21,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from context_engine.extract.base import Extraction
+from context_engine.extract.clauses import Statement
 from context_engine.extract.schema import (
     ExtractedEntity,
     ExtractedRelation,
@@ -36,6 +37,7 @@ from context_engine.store.models import (
     ExtractionRun,
     Segment,
     Session,
+    StatementRow,
 )
 
 
@@ -176,13 +178,14 @@ async def store_extraction(
         .where(mentions.c.session_id == sid, mentions.c.current, ~same)
         .values(current=False)
     )
-    rel_same = and_(relations.c.extractor == extractor, relations.c.extractor_version == version)
-    await conn.execute(relations.delete().where(relations.c.session_id == sid, rel_same))
-    await conn.execute(
-        update(relations)
-        .where(relations.c.session_id == sid, relations.c.current, ~rel_same)
-        .values(current=False)
-    )
+    for table in (relations, StatementRow.__table__):
+        mine = and_(table.c.extractor == extractor, table.c.extractor_version == version)
+        await conn.execute(table.delete().where(table.c.session_id == sid, mine))
+        await conn.execute(
+            update(table)
+            .where(table.c.session_id == sid, table.c.current, ~mine)
+            .values(current=False)
+        )
 
     known = set(session.spoken_at)
     when = {
@@ -211,6 +214,11 @@ async def store_extraction(
     rel_rows = [_relation_row(sid, r, known, extractor, version) for r in extraction.relations]
     if rel_rows:
         await conn.execute(relations.insert(), rel_rows)
+    said_rows = [
+        _statement_row(sid, st, session, extractor, version) for st in extraction.statements
+    ]
+    if said_rows:
+        await conn.execute(StatementRow.__table__.insert(), said_rows)
     await recompute(conn, touched | set(ids.values()))
     run_id = (
         await conn.execute(
@@ -229,6 +237,40 @@ async def store_extraction(
         )
     ).scalar_one()
     return StoredRun(int(run_id), len(ids), len(rows), len(rel_rows))
+
+
+def _statement_row(
+    sid: str, st: Statement, session: SessionText, extractor: str, version: int
+) -> dict[str, Any]:
+    said_at = session.spoken_at.get(st.segment_id, session.started_at)
+    return {
+        "session_id": sid,
+        "segment_id": st.segment_id if st.segment_id in session.spoken_at else None,
+        "speaker": st.speaker,
+        "subject": st.subject,
+        "subject_key": canonical_name(st.subject),
+        "predicate": st.predicate,
+        "object": st.object,
+        "text": st.text,
+        "kind": st.kind,
+        "confidence": st.confidence,
+        "valid_at": _day(st.valid_at) or said_at,
+        "said_at": said_at,
+        "evidence": st.evidence,
+        "extractor": extractor,
+        "extractor_version": version,
+        "current": True,
+    }
+
+
+def _day(iso: str | None) -> datetime | None:
+    """An ISO day ("2026-03-10") as its midnight UTC."""
+    if not iso:
+        return None
+    try:
+        return datetime.fromisoformat(iso[:10]).replace(tzinfo=UTC)
+    except ValueError:
+        return None
 
 
 def _relation_row(

@@ -7,7 +7,9 @@ changed and when, and where it was talked about.
 - `changes`: facts about it that had ended by as_of, newest first, each with the fact that
   ended it ("lives in Pune" ended by "moved to Mumbai" on 3 November);
 - `first_mention` / `last_mention`: the first and last segments mentioning it (up to as_of);
-- `sessions`: the sessions with the most about it (current mentions), most first.
+- `sessions`: the sessions with the most about it (current mentions), most first;
+- `statements` (people): what was said about the person, merged by meaning
+  (statement_facts.py): current first, then those that had ended or been kept, with sources.
 Facts come from the knowledge graph (none, with `facts_status` "off", when no graph is
 configured; "error" when it failed: the rest of the profile still answers). A forgotten fact
 (every segment it was said in deleted) is left out, and so are the edges of things said
@@ -26,6 +28,7 @@ from context_engine.extract import predicates
 from context_engine.graph.base import Fact
 from context_engine.knowledge.entities import find_entity
 from context_engine.knowledge.query_facts import facts_with_history, forgotten, knowledge_only
+from context_engine.knowledge.statement_facts import statement_facts
 from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
@@ -143,8 +146,15 @@ async def entity_profile(
         except Exception as exc:  # the graph enriches the profile; PostgreSQL still answers
             log.warning("profile.graph_failed", entity_id=entity_id, error=repr(exc)[:300])
             status = "error"
+    said = (
+        await statement_facts(engine, as_of, subjects=[entity["name"]], history=True)
+        if entity["type"] == "person"
+        else []
+    )
+    said.sort(key=lambda f: not f["current"])  # current first, each part newest first
     return {
         "entity": entity,
+        "statements": said,
         "as_of": as_of,
         "relations": [f for f in current if is_relation(f)],
         "facts": [f for f in current if not is_relation(f)],

@@ -26,6 +26,10 @@ profile.
    search weighs the first up and the second down, so what is true now comes before what
    used to be.
 
+5. Statements (statement_facts.py): what was said about the query's people, merged by meaning,
+   that shares the query's words (names aside); an ended one carries what ended it and what was
+   said to hold instead in the same breath. Read from PostgreSQL, so they come without a graph.
+
 Only facts about the world count: the edges of things said (asked, felt, decided, promised:
 graph.facts.SPEECH_ACTS) are left out. A fact whose every source segment has been forgotten
 is left out (the graph job that rewrites the session may not have run yet): forgetting
@@ -52,10 +56,13 @@ from context_engine.graph.facts import SPEECH_ACTS
 from context_engine.knowledge.graph_view import with_sources
 from context_engine.knowledge.names import query_ngrams, recognise
 from context_engine.knowledge.speakers import KnownSpeakers
+from context_engine.knowledge.statement_facts import content, statement_facts
 
 if TYPE_CHECKING:
     from context_engine.graph.knowledge import KnowledgeGraph
 
+# What was said to hold in place of something ended, in the same breath ("I play go now").
+_INSTEAD = re.compile(r"\b(?:instead|now|these days|nowadays|switched|anymore)\b", re.IGNORECASE)
 FIRST_PERSON = re.compile(r"(?<![\w'’])(?:i|me|my|mine|myself)(?![\w])", re.IGNORECASE)
 _WORD = re.compile(r"[a-z0-9]+")
 # Words a question shares with every fact, which say nothing about which fact it asks for.
@@ -162,6 +169,8 @@ class Knowledge:
 
     about: list[Subject] = field(default_factory=list)
     facts: list[dict[str, Any]] = field(default_factory=list)  # the API's ContextFact shape
+    # what was said about the people it names (statement_facts.py), the API's ContextStatement
+    statements: list[dict[str, Any]] = field(default_factory=list)
     current_sources: set[tuple[str, str]] = field(default_factory=set)
     superseded_sources: set[tuple[str, str]] = field(default_factory=set)
 
@@ -258,10 +267,48 @@ class QueryFacts:
         out += [Subject(r.id, r.type, r.name, r.tier) for r in named if r.id not in seen]
         return out
 
+    async def said(self, q: AskedQuery, about: Sequence[Subject]) -> list[dict[str, Any]]:
+        """The statements about the query's people that share its words (names aside), most
+        shared first: current ones, and ended ones each with what ended it and what holds
+        instead (the current statements said with the ending: "gave up chess, I play go now").
+        PostgreSQL only: no graph needed."""
+        people = [s.name for s in about if s.type == "person" or s.owner]
+        if not people:
+            return []
+        items = await statement_facts(
+            self.engine, q.as_of, subjects=people, history=True, limit=self.fetch
+        )
+        wanted = content(q.query) - content(" ".join(people))
+        if not wanted:
+            return []
+        by_segment: dict[tuple[str, Any], list[dict[str, Any]]] = {}
+        for item in items:
+            if item["current"]:
+                for src in item["sources"]:
+                    by_segment.setdefault((src["session_id"], src["segment_id"]), []).append(item)
+        out = []
+        for item in items:
+            shared = len(wanted & content(item["text"]))
+            if not shared:
+                continue
+            end = item["ended_by"] or item["kept_by"]
+            instead = []
+            if not item["current"] and end is not None:
+                key = (end["session_id"], end["segment_id"])
+                instead = [
+                    {"text": x["text"], "valid_at": x["valid_at"]}
+                    for x in by_segment.get(key, [])
+                    if x["id"] != item["id"] and x["kind"] != "ended" and _INSTEAD.search(x["text"])
+                ]
+            out.append({**item, "relevance": shared, "instead": instead})
+        out.sort(key=lambda x: (-x["relevance"], not x["current"]))
+        return out[: self.limit]
+
     async def lookup(self, q: AskedQuery) -> Knowledge:
         about = await self.subjects(q.query, q.me)
+        told = await self.said(q, about) if about else []
         if not about or not self.available:
-            return Knowledge(about=about)
+            return Knowledge(about=about, statements=told)
         graph = self.graph
         assert graph is not None
         nodes = await asyncio.gather(
@@ -269,7 +316,7 @@ class QueryFacts:
         )
         subject_of = {n.uuid: s for s, found in zip(about, nodes, strict=True) for n in found}
         if not subject_of:
-            return Knowledge(about=about)
+            return Knowledge(about=about, statements=told)
         facts = knowledge_only(
             await graph.facts_as_of(
                 q.as_of, entity_uuids=list(subject_of), limit=self.fetch, history=True
@@ -290,6 +337,7 @@ class QueryFacts:
         return Knowledge(
             about=about,
             facts=shown,
+            statements=told,
             current_sources={
                 (s["session_id"], s["segment_id"])
                 for item in shown

@@ -147,10 +147,48 @@ class SearchMemoryResult(Bounded):
         )
 
 
+class SaidFact(BaseModel):
+    """What someone said about a person, merged by meaning (a statement: "Rosa keeps bees on
+    their roof"), true from valid_at until invalid_at; a plan holds from its date."""
+
+    subject: str
+    text: str = Field(description="the statement, in the third person with names")
+    kind: Literal["fact", "plan", "habit", "ended", "opinion"]
+    valid_at: datetime
+    invalid_at: datetime | None
+    current: bool
+    ended_by: str | None = Field(default=None, description="what was said that ended it")
+    kept_by: str | None = Field(default=None, description="the act that kept a plan")
+    sources: list[Source] = Field(description="where it was said (the first few)")
+
+    @classmethod
+    def from_rest(cls, item: Json) -> SaidFact:
+        def text_of(x: Json | None) -> str | None:
+            return clip(x.get("text")) if x else None
+
+        return cls(
+            subject=item["subject"],
+            text=clip(item["text"]) or "",
+            kind=item["kind"],
+            valid_at=item["valid_at"],
+            invalid_at=item.get("invalid_at"),
+            current=item["current"],
+            ended_by=text_of(item.get("ended_by")),
+            kept_by=text_of(item.get("kept_by")),
+            sources=[
+                Source.from_rest({**s, "spoken_at": s.get("said_at")})
+                for s in item.get("sources", [])[:MAX_FACT_SOURCES]
+            ],
+        )
+
+
 class FactsResult(Bounded):
     message: str
     as_of: datetime
     facts: list[Fact]
+    statements: list[SaidFact] = Field(
+        default_factory=list, description="what people said about themselves and others"
+    )
 
 
 # --- entities -----------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from context_engine.extract.schema import EntityType
+from context_engine.knowledge.statement_facts import content
 from context_engine.mcp.client import FORGET_WAIT_S, MemoryApi, MemoryApiError, Params, path_id
 from context_engine.mcp.limits import MAX_ITEMS, MAX_SEGMENTS, bound, clip
 from context_engine.mcp.results import (
@@ -29,6 +30,7 @@ from context_engine.mcp.results import (
     Promise,
     PromisesResult,
     Reflection,
+    SaidFact,
     SearchMemoryResult,
     StatusResult,
 )
@@ -145,8 +147,10 @@ class MemoryTools:
     ) -> FactsResult:
         """Facts of the knowledge graph that were true at a time ("Priya lives in Lisbon",
         "Arjun drinks tea"), each with when it became true (valid_at), when it stopped
-        (invalid_at) and where it was said. Give `subject` for everything known about one
-        person or thing, `query` to search the facts, neither for the latest facts.
+        (invalid_at) and where it was said; and `statements`, what people said about
+        themselves and others ("Rosa keeps bees on their roof", plans, habits, what ended).
+        Give `subject` for everything known about one person or thing, `query` to search the
+        facts, neither for the latest facts.
         `include_history` also lists what used to be true (works with subject, not query).
         Needs the knowledge graph (the engine says so when there is none)."""
         if query is not None and include_history:
@@ -171,7 +175,21 @@ class MemoryTools:
                     f for f in facts if wanted in (f["subject"].casefold(), f["object"].casefold())
                 ]
         found = [Fact.from_rest(f) for f in facts[:max_facts]]
-        return bound(FactsResult(message=f"{len(found)} facts", as_of=body["as_of"], facts=found))
+        said = body.get("statements", [])
+        if query is not None:  # the statements about the subject (or all) that share its words
+            listed = await self._get(
+                "/v1/facts", {"as_of": when, "subject": subject, "limit": SEARCH_POOL}
+            )
+            said = matching(listed.get("statements", []), query)
+        statements = [SaidFact.from_rest(x) for x in said[:max_facts]]
+        return bound(
+            FactsResult(
+                message=f"{len(found)} facts, {len(statements)} statements",
+                as_of=body["as_of"],
+                facts=found,
+                statements=statements,
+            )
+        )
 
     async def search_nodes(
         self,
@@ -526,3 +544,10 @@ TITLES: Mapping[str, str] = {
     "delete_entity": "Forget an entity",
     "forget_person": "Forget a person",
 }
+
+
+def matching(statements: list[dict[str, Any]], query: str) -> list[dict[str, Any]]:
+    """The statements that share a content word with the query, most shared first."""
+    want = content(query)
+    scored = [(len(want & content(x["text"])), i, x) for i, x in enumerate(statements)]
+    return [x for n, _, x in sorted(scored, key=lambda t: (-t[0], t[1])) if n]

@@ -149,6 +149,8 @@ class Reflection:
             "what_happened": summary.get("what_happened", []),
             "facts_new": summary.get("facts_new", []),
             "facts_changed": summary.get("facts_changed", []),
+            "statements_new": summary.get("statements_new", []),
+            "statements_ended": summary.get("statements_ended", []),
             "promises_made": promises_.get("made", []),
             "promises_kept": promises_.get("kept", []),
             "emotional_arc": summary.get("emotional_arc_text", ""),
@@ -271,6 +273,9 @@ async def gather(
             mentioned=[key for key, _ in mentioned.most_common()],
             graph=graph,
         )
+        # and what was said about people that day (statements), first said or ended
+        said = await day_facts.day_statements(conn, start, end)
+        inputs.facts.said_new, inputs.facts.said_ended = said
     return inputs
 
 
@@ -468,6 +473,8 @@ def summarise(inputs: DayInputs) -> dict[str, Any]:
         "facts_new": inputs.facts.new,
         "facts_changed": inputs.facts.changed,
         "facts_source": inputs.facts.source,
+        "statements_new": inputs.facts.said_new,
+        "statements_ended": inputs.facts.said_ended,
     }
     summary["what_happened"] = what_happened(summary)
     summary["emotional_arc_text"] = arc_sentence(summary)
@@ -553,6 +560,11 @@ def what_happened(summary: dict[str, Any]) -> list[str]:
     both)."""
     out = [c["statement"] for c in summary.get("facts_changed", [])]
     out += [f["statement"] for f in summary.get("facts_new", [])]
+    # what was said to have ended or been done (the day's new statements are many: they stay
+    # in `statements_new`, not in the prose)
+    for x in summary.get("statements_ended", []):
+        how = "done" if x.get("kept") else "no longer"
+        out.append(f"{x['ended_by']} ({how}: {x['text']}).")
     promises_ = summary["promises"]
     kept_ids = {p["id"] for p in promises_["kept"]}
     made_ids = {p["id"] for p in promises_["made"]}

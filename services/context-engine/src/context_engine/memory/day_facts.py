@@ -38,6 +38,8 @@ from context_engine.graph import facts as vocab
 from context_engine.graph.supersede import TimelineFact, resolve_timeline
 from context_engine.graph.writer import parse_valid_from
 from context_engine.ingest.session_kinds import NOT_REFLECTION_SQL
+from context_engine.knowledge import statement_facts
+from context_engine.knowledge.statement_facts import StatementFact
 from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
@@ -92,12 +94,18 @@ class DayFacts:
     new: list[dict[str, Any]] = field(default_factory=list)
     changed: list[dict[str, Any]] = field(default_factory=list)
     source: str = "none"  # "graph", "postgres" or "none" (nothing to read)
+    # what people said that day about themselves and others (statements merged by meaning,
+    # statement_facts.py): first said that day, and those that day ended or kept
+    said_new: list[dict[str, Any]] = field(default_factory=list)
+    said_ended: list[dict[str, Any]] = field(default_factory=list)
 
     def fingerprint_keys(self) -> list[str]:
         keys = [f"n:{f['statement']}@{f['said_at']}" for f in self.new]
         keys += [
             f"c:{f['statement']}@{f['said_at']}<{f['previous']['statement']}" for f in self.changed
         ]
+        keys += [f"s:{x['text']}@{x['said_at']}" for x in self.said_new]
+        keys += [f"e:{x['text']}<{x['ended_by']}" for x in self.said_ended]
         return keys
 
 
@@ -393,6 +401,36 @@ def _unique(names: Iterable[str]) -> list[str]:
     return out
 
 
+MAX_SAID = 12  # statements listed per day, new and ended each
+
+
+def _said_brief(f: StatementFact) -> dict[str, Any]:
+    first = f.sources[0]
+    return {"text": f.first.text, "subject": f.subject, "kind": f.kind,
+            "valid_at": _iso(f.first.valid_at), "said_at": _iso(first.said_at),
+            "session_id": first.session_id, "segment_id": first.segment_id}  # fmt: skip
+
+
+async def day_statements(
+    conn: AsyncConnection, start: datetime, end: datetime
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The statements first said in [start, end) and still holding at its end (views and
+    plans aside: news is what is so), and those the day ended or kept, each with what did."""
+    facts = await statement_facts.load(conn, end)
+    new = [
+        _said_brief(f)
+        for f in facts
+        if start <= f.sources[0].said_at < end and f.current(end) and f.kind != "opinion"
+    ]
+    ended = []
+    for f in facts:
+        end_by = f.ended_by or f.kept_by
+        if end_by is not None and start <= end_by.said_at < end:
+            ended.append({**_said_brief(f), "ended_by": end_by.text, "kept": f.kept_by is not None,
+                          "ended_at": _iso(end_by.valid_at)})  # fmt: skip
+    return new[-MAX_SAID:], ended[-MAX_SAID:]
+
+
 async def day_facts(
     conn: AsyncConnection,
     *,
@@ -404,7 +442,7 @@ async def day_facts(
 ) -> DayFacts:
     """The day's new and changed facts. Subjects: those of the day's extracted relations,
     then the speakers, then the entities mentioned (`mentioned`: (type, name), most
-    mentioned first)."""
+    mentioned first). The day's statements: `day_statements`."""
     from_day = [r.subject for r in await conn.execute(_DAY_SUBJECTS, {"start": start, "end": end})]
     if graph is not None and graph.opened:
         subjects = _unique([

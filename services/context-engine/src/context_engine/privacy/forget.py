@@ -9,8 +9,9 @@ mention goes, entity ids, segments the extractor tied to those entities) and sto
    segments that stay), or removed when nothing is left — first, so nothing derived can ever
    be re-ingested from them;
 2. PostgreSQL, one transaction: segments (and overlap entries naming the target), mentions,
-   relations, entities (and those left with no mention at all), contradictions, fulfilments,
-   reflections, communities, sessions, offsets, stage rows, queued jobs of removed sessions;
+   relations, statements, entities (and those left with no mention at all), contradictions,
+   fulfilments, reflections, communities, sessions, offsets, stage rows, queued jobs of
+   removed sessions;
 3. the keyword index (re-read from PostgreSQL for the sessions touched);
 4. the vectors: every point of every touched session in every space (the followers of a
    removed segment were embedded with it as context), re-embedded by their job;
@@ -276,6 +277,15 @@ _PG_STATEMENTS: list[tuple[str, Any]] = [
             f"""DELETE FROM extracted_relations WHERE session_id = ANY(CAST(:sessions AS text[]))
             OR (session_id, segment_id) IN {_KEYS}
             OR {_text_match("subject")} OR {_text_match("object")}
+            OR {_text_match("evidence")}"""  # noqa: S608 (constant SQL, values bound)
+        ),
+    ),
+    (
+        "statements",
+        _sql(
+            f"""DELETE FROM statements WHERE session_id = ANY(CAST(:sessions AS text[]))
+            OR (session_id, segment_id) IN {_KEYS}
+            OR {_text_match("subject")} OR {_text_match("text")}
             OR {_text_match("evidence")}"""  # noqa: S608 (constant SQL, values bound)
         ),
     ),

@@ -95,5 +95,6 @@ async def get_context(
             "about": [s.out() for s in result.knowledge.about] if result.knowledge else [],
             "facts": result.knowledge.facts if result.knowledge else [],
             "facts_status": result.knowledge_status,
+            "statements": result.knowledge.statements if result.knowledge else [],
         }
     )

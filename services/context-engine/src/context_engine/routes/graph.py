@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query
 
 from context_engine.graph.base import GraphError
 from context_engine.knowledge import graph_view
+from context_engine.knowledge.statement_facts import statement_facts
 from context_engine.routes.deps import Database, GraphDep, as_of_or_now
 from context_engine.routes.schemas import FactPage, GraphEntityResponse
 
@@ -91,7 +92,10 @@ async def facts(
         )
     except GraphError as exc:
         raise _unavailable(exc) from exc
-    return FactPage.model_validate({"as_of": when, "facts": items})
+    said = await statement_facts(
+        db, when, subjects=[subject] if subject else None, history=history, limit=limit
+    )
+    return FactPage.model_validate({"as_of": when, "facts": items, "statements": said})
 
 
 @router.get(

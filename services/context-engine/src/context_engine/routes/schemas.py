@@ -185,9 +185,52 @@ class GraphEntityResponse(BaseModel):
     facts: list[FactOut]
 
 
+class StatementSource(BaseModel):
+    session_id: str
+    segment_id: str | None
+    said_at: datetime
+    speaker: str
+    text: str  # the statement as this source said it
+    evidence: str = ""  # the sentence as it was said
+
+
+class StatementOut(BaseModel):
+    """A fact merged from what people said (knowledge/statement_facts.py): the clause in the
+    third person, since when, until when, what ended it or kept it, and every source."""
+
+    id: int
+    subject: str
+    predicate: str  # the verb's lemma with particle and negation ("give up", "not eat")
+    object: str
+    text: str
+    kind: Literal["fact", "plan", "habit", "ended", "opinion"]
+    confidence: float
+    valid_at: datetime
+    invalid_at: datetime | None
+    current: bool
+    ended_by: StatementSource | None
+    kept_by: StatementSource | None  # a plan or promise the same person later carried out
+    sources: list[StatementSource]
+
+
+class StatementInstead(BaseModel):
+    text: str
+    valid_at: datetime
+
+
+class ContextStatement(StatementOut):
+    """A statement about a person the query names: how many of the query's words it shares,
+    and for one that had ended, what was said to hold instead."""
+
+    relevance: int
+    instead: list[StatementInstead] = Field(default_factory=list)
+
+
 class FactPage(BaseModel):
     as_of: datetime
     facts: list[FactOut]
+    # what people said about themselves and others, merged by meaning (not in the graph)
+    statements: list[StatementOut] = Field(default_factory=list)
 
 
 class ContextSubject(BaseModel):
@@ -234,6 +277,9 @@ class ContextResponse(BaseModel):
     about: list[ContextSubject] = []
     facts: list[ContextFact] = []
     facts_status: Literal["ok", "timeout", "error", "off"] = "off"
+    # what was said about the people the query names that shares its words (statements,
+    # ADR 0017 rule 8), most relevant first; no graph needed
+    statements: list[ContextStatement] = []
 
     @computed_field
     @property
@@ -277,6 +323,8 @@ class EntityProfile(BaseModel):
     last_mention: MentionAt | None
     sessions: list[ProfileSession]  # the sessions with the most about it
     facts_status: Literal["ok", "error", "off"]
+    # what was said about a person (people only), current first, then what ended or was kept
+    statements: list[StatementOut] = Field(default_factory=list)
 
 
 class EntityPage(BaseModel):
@@ -546,6 +594,26 @@ class DailyChange(DailyFact):
     previous: DailyFact
 
 
+class DailyStatement(BaseModel):
+    """Something said that day about a person (a statement, merged by meaning)."""
+
+    text: str
+    subject: str
+    kind: str
+    valid_at: str | None = None
+    said_at: str | None = None
+    session_id: str
+    segment_id: str | None = None
+
+
+class DailyStatementEnded(DailyStatement):
+    """A statement that day ended ("gave up rowing") or kept (a promise carried out)."""
+
+    ended_by: str
+    kept: bool
+    ended_at: str | None = None
+
+
 class DailyPromise(BaseModel):
     id: int
     name: str
@@ -562,6 +630,8 @@ class DailyReflectionPage(DailyReflectionOut):
     what_happened: list[str] = Field(default_factory=list)  # the text's first sentences
     facts_new: list[DailyFact] = Field(default_factory=list)
     facts_changed: list[DailyChange] = Field(default_factory=list)
+    statements_new: list[DailyStatement] = Field(default_factory=list)
+    statements_ended: list[DailyStatementEnded] = Field(default_factory=list)
     promises_made: list[DailyPromise] = Field(default_factory=list)
     promises_kept: list[DailyPromise] = Field(default_factory=list)
 

@@ -262,8 +262,18 @@ class Retriever:
     async def _know(self, q: ContextQuery) -> tuple[Knowledge | None, KnowledgeStatus]:
         """What is known about the query's subjects, and how the lookup went: a failing or
         slow graph leaves the results as they are (status "error" / "timeout")."""
-        if self.knowledge is None or not self.knowledge.available:
+        if self.knowledge is None:
             return None, "off"
+        if not self.knowledge.available:  # no graph: the statements still come (PostgreSQL)
+            try:
+                async with asyncio.timeout(self.leg_timeout_s):
+                    found = await self.knowledge.lookup(q)
+            except Exception as exc:  # TimeoutError too: statements are an extra here
+                log.warning("retrieve.statements_failed", error=repr(exc)[:500])
+                return None, "off"
+            from context_engine.knowledge.query_facts import Knowledge
+
+            return Knowledge(statements=found.statements), "off"
         status: KnowledgeStatus
         try:
             async with asyncio.timeout(self.leg_timeout_s):

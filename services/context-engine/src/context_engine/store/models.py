@@ -308,6 +308,40 @@ class ExtractedRelationRow(Base):
     )
 
 
+class StatementRow(Base):
+    """A statement a clause made about a person (extract/clauses.py): "Audrey started agility
+    classes with their pups", its predicate, object, kind and date. Versioned like mentions;
+    knowledge/statement_facts.py merges them by meaning into the facts readers see."""
+
+    __tablename__ = "statements"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(
+        Text, ForeignKey("sessions.session_id", ondelete="CASCADE")
+    )
+    segment_id: Mapped[str | None] = mapped_column(Text)
+    speaker: Mapped[str] = mapped_column(Text, server_default="")
+    subject: Mapped[str] = mapped_column(Text)
+    subject_key: Mapped[str] = mapped_column(Text)  # canonical_name(subject)
+    predicate: Mapped[str] = mapped_column(Text)
+    object: Mapped[str] = mapped_column(Text, server_default="")
+    text: Mapped[str] = mapped_column(Text)
+    kind: Mapped[str] = mapped_column(Text, server_default="fact")
+    confidence: Mapped[float] = mapped_column(Float, server_default="0")
+    valid_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    said_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    evidence: Mapped[str] = mapped_column(Text, server_default="")
+    extractor: Mapped[str] = mapped_column(Text)
+    extractor_version: Mapped[int] = mapped_column(Integer, server_default="1")
+    current: Mapped[bool] = mapped_column(Boolean, server_default="true")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+    __table_args__ = (
+        Index("ix_statements_session", "session_id", "extractor", "current"),
+        Index("ix_statements_subject", "subject_key", "current"),
+    )
+
+
 class ExtractionRun(Base):
     """One extraction of one session by one extractor version (the history)."""
 
