@@ -14,10 +14,10 @@ whose subject it can resolve, as said:
   the person spoken to; a name → itself; he/she → the one person named most recently (in this
   turn before the pronoun, else in the latest earlier turn of the session that named anyone),
   by any speaker, the session's speakers left out; two candidates → no statement (gender is
-  not guessed from names). "there" / "that place" read as the one place named most recently.
+  not guessed from names). "there" after a verb of motion or dwelling reads as the one place
+  named most recently.
 - Predicate: the verb's lemma with its particle and negation ("give up", "not eat"); the
-  copula is "be". statements.py's vocabulary predicate for the same clause is kept beside it
-  (`relation`), so merging can use the closed rules where they apply.
+  copula is "be" (the closed vocabulary stays with statements.py's relations).
 - Kind: "plan" (will, going to, gonna, or a present progressive whose date lies ahead: "I'm
   starting at the bank in March"), "habit" (every Sunday, usually, on weekends), "ended"
   (stopped, quit, given up, no longer), else "fact".
@@ -45,6 +45,7 @@ from context_engine.extract.statements import (
     dated,
     each_sentence,
     name_of,
+    said_ended,
 )
 from her_os_shared.dates import iso_day
 from her_os_shared.logging import get_logger
@@ -72,7 +73,6 @@ class Statement:
     valid_at: str | None = None  # ISO date the clause names, else the day it was said
     when: str | None = None  # the words that dated it ("last spring")
     evidence: str = ""  # the sentence as said
-    relation: str | None = None  # statements.py's vocabulary predicate for it, if any
     negated: bool = False
 
 
@@ -528,14 +528,7 @@ class ClauseReader:
             return True
         if lemma == "give" and any(c.dep_ == "prt" and c.lower_ == "up" for c in verb.children):
             return True
-        kids = list(verb.children)
-        negated = any(c.dep_ == "neg" for c in kids)
-        anymore = any(c.lower_ in ("anymore", "any more") for c in kids)
-        no_longer = any(
-            c.lower_ == "longer" and any(g.lower_ == "no" for g in (*c.children, *kids))
-            for c in kids
-        )
-        return (negated and anymore) or no_longer
+        return said_ended(verb)  # "no longer", "not ... anymore"
 
     def _tokens(self, verb: Token, subj: Token | None) -> list[Token]:
         """The clause's own toks: the verb's subtree without coordinated clauses that have

@@ -200,7 +200,7 @@ def _negated(verb: Token) -> bool:
     )
 
 
-def _ended(verb: Token) -> bool:
+def said_ended(verb: Token) -> bool:
     """ "no longer" / "not … anymore" said of this verb itself (its own children: "I work at
     Google, and I don't play tennis anymore" ends the tennis, not the job)."""
     kids = list(verb.children)
@@ -447,7 +447,7 @@ class StatementRules:
         if subj_tok is None:
             return
         subject = _who(subj_tok, self.speech)
-        ended = _ended(verb)
+        ended = said_ended(verb)
         if _negated(verb) and not ended:
             return
         handler(self, verb, sent, subject, subj_tok, ended)
