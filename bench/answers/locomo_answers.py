@@ -96,6 +96,7 @@ class Reply:
     reply: str
     baseline: str
     seconds: float
+    recall: dict[str, Any] | None = None  # the /v1/context body Annie's search got (--recalls)
 
     def scores(self, which: str) -> tuple[float, bool]:
         said = self.reply if which == "answer" else self.baseline
@@ -140,6 +141,15 @@ async def chat(client: httpx.AsyncClient, message: str) -> str:
     return text
 
 
+async def annie_recall(client: httpx.AsyncClient, question: str) -> dict[str, Any]:
+    """The `/v1/context` body of the search the offline responder makes for `question`."""
+    from annie_voice.llm.offline import SEARCH_LIMIT
+
+    r = await client.get("/v1/context", params={"query": question[:512], "limit": SEARCH_LIMIT})
+    r.raise_for_status()
+    return r.json()
+
+
 async def top_segment(client: httpx.AsyncClient, question: str, as_of: datetime) -> str:
     r = await client.get(
         "/v1/context", params={"query": question[:512], "limit": 1, "as_of": as_of.isoformat()}
@@ -157,6 +167,7 @@ async def ask_all(
     llm: tuple[str | None, str | None],
     progress: Progress,
     task: object,
+    recalls: bool = False,
 ) -> list[Reply]:
     from asgi_lifespan import LifespanManager
 
@@ -177,8 +188,11 @@ async def ask_all(
                 reply = await chat(annie, q.text)
                 seconds = time.perf_counter() - started
                 baseline = await top_segment(ce, q.text, as_of)
+                body = await annie_recall(ce, q.text) if recalls else None
             progress.advance(task)  # type: ignore[arg-type]
-            return Reply(conv.sample_id, q.text, q.category, q.answer, reply, baseline, seconds)
+            return Reply(
+                conv.sample_id, q.text, q.category, q.answer, reply, baseline, seconds, body
+            )
 
         return list(await asyncio.gather(*(one(q) for q in conv.questions)))
 
@@ -271,6 +285,7 @@ def report(replies: list[Reply], backend: str, sample: int, seed: int) -> dict[s
 async def run(
     data: Path, conversations: int | None, captions: bool, keep: bool,
     llm: tuple[str | None, str | None], index_timeout_s: float, stories: bool,
+    recalls: bool = False,
 ) -> tuple[list[Reply], str]:  # fmt: skip
     path = data / "locomo-dev.json"
     if not path.exists():
@@ -308,7 +323,9 @@ async def run(
                     TimeElapsedColumn(), console=console,
                 ) as progress:  # fmt: skip
                     task = progress.add_task("asked", total=len(conv.questions))
-                    replies += await ask_all(engine, conv, as_of, home, llm, progress, task)
+                    replies += await ask_all(
+                        engine, conv, as_of, home, llm, progress, task, recalls
+                    )
                 report_log(engine.log_events(), f"{conv.sample_id} engine log")
         version = await postgres_version(pg.url)
     return replies, version
@@ -328,12 +345,25 @@ def main(
     out: Annotated[Path | None, typer.Option(help="write every reply and figure here")] = None,
     index_timeout: Annotated[float, typer.Option(help="seconds to wait for indexing")] = 1800,
     stories: Annotated[bool, typer.Option(help="also the design's worked examples")] = True,
+    recalls: Annotated[
+        bool,
+        typer.Option(help="keep each question's /v1/context body in --out (for replay.py)"),
+    ] = False,
 ) -> None:
     print_header("Annie's answers to LoCoMo dev questions (POST /v1/chat)")
     console.print(code_line())
     backend = f"LLM {llm_model or ''} at {llm_url}" if llm_url else "offline responder"
     replies, version = asyncio.run(
-        run(data, conversations, captions, keep, (llm_url, llm_model), index_timeout, stories)
+        run(
+            data,
+            conversations,
+            captions,
+            keep,
+            (llm_url, llm_model),
+            index_timeout,
+            stories,
+            recalls,
+        )
     )
     locomo = [r for r in replies if r.sample_id != "design-stories"]
     result = report(locomo, backend, sample, seed)

@@ -220,6 +220,30 @@ class Recall:
     about: list[Subject] = field(default_factory=list)
     statements: list[KnownStatement] = field(default_factory=list)
 
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> Recall:
+        """The recall in a `/v1/context` response body; KeyError/TypeError when it has no
+        list of results (items it cannot read are left out)."""
+        results = body["results"]
+        if not isinstance(results, list):
+            raise TypeError("results is not a list")
+        memories = [Memory.from_result(r) for r in results if isinstance(r, dict)]
+        raw_facts = body.get("facts") if isinstance(body.get("facts"), list) else []
+        facts = [KnownFact.from_item(f) for f in raw_facts if isinstance(f, dict)]
+        about = [
+            Subject(a["name"], _str(a.get("type")), bool(a.get("owner")))
+            for a in body.get("about") or []
+            if isinstance(a, dict) and isinstance(a.get("name"), str)
+        ]
+        raw_said = body.get("statements") if isinstance(body.get("statements"), list) else []
+        said = [KnownStatement.from_item(x) for x in raw_said if isinstance(x, dict)]
+        return cls(
+            memories=[m for m in memories if m is not None],
+            facts=[f for f in facts if f is not None],
+            about=about,
+            statements=[x for x in said if x is not None],
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Promise:
@@ -296,28 +320,9 @@ class EngineClient:
             params["me"] = me.strip()[:200]
         response = await self._request("GET", "/v1/context", params=params)
         try:
-            body = response.json()
-            results = body["results"]
+            return Recall.from_body(response.json())
         except (ValueError, KeyError, TypeError):
             raise EngineUnavailableError("bad response") from None
-        if not isinstance(results, list):
-            raise EngineUnavailableError("bad response")
-        memories = [Memory.from_result(r) for r in results if isinstance(r, dict)]
-        raw_facts = body.get("facts") if isinstance(body.get("facts"), list) else []
-        facts = [KnownFact.from_item(f) for f in raw_facts if isinstance(f, dict)]
-        about = [
-            Subject(a["name"], _str(a.get("type")), bool(a.get("owner")))
-            for a in body.get("about") or []
-            if isinstance(a, dict) and isinstance(a.get("name"), str)
-        ]
-        raw_said = body.get("statements") if isinstance(body.get("statements"), list) else []
-        said = [KnownStatement.from_item(x) for x in raw_said if isinstance(x, dict)]
-        return Recall(
-            memories=[m for m in memories if m is not None],
-            facts=[f for f in facts if f is not None],
-            about=about,
-            statements=[x for x in said if x is not None],
-        )
 
     async def open_promises(self, limit: int = 5) -> list[Promise]:
         """The open promises, newest first."""
