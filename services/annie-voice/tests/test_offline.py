@@ -16,6 +16,7 @@ from annie_voice.llm.offline import (
     dated,
     gist,
     relative_day,
+    same_person,
     sentences,
 )
 
@@ -320,6 +321,60 @@ def test_relative_dates_are_read_against_when_they_were_said() -> None:
     assert dated("a few months ago", said, UTC) == "February 2023"
     assert dated("no date here", said, UTC) is None
     assert dated("yesterday", None, UTC) is None
+    # a month named with "last": the last one before the day it was said
+    assert dated("we were in Rome last August", said, UTC) == "August 2022"
+    assert dated("last May was cold", said, UTC) == "May 2022"
+    assert dated("last March", said, UTC) == "March 2023"
+    # ahead: what a plan names
+    assert dated("I fly out tomorrow", said, UTC) == "9 May 2023"
+    assert dated("a conference next month", said, UTC) == "June 2023"
+    assert dated("we're hiking this weekend", said, UTC) == "the weekend after 8 May 2023"
+    assert dated("maybe next week", said, UTC) == "the week after 8 May 2023"
+    assert dated("next year, for sure", said, UTC) == "2024"
+    assert dated("in 3 days", said, UTC) == "11 May 2023"
+
+
+async def test_what_someone_else_said_of_themselves_is_not_told_as_the_asked_persons() -> None:
+    """Asked about Ines, the memory that says most of what is asked is Tomas speaking of
+    himself: the answer says it knows nothing of that about Ines and whose words they are."""
+    ines = {"name": "Ines", "type": "person", "owner": False, "id": 5, "tier": "L0"}
+    day = datetime(2024, 3, 4, 18, 0, tzinfo=UTC)
+    double = EngineDouble(
+        about=[ines],
+        memories=[
+            memory("Hey Tomas! How was the weekend?", speaker="Ines", when=day, score=0.9),
+            memory("I finally finished the half marathon in Porto. My knees hurt though!",
+                   speaker="Tomas", when=day, score=0.8),
+        ],
+    )  # fmt: skip
+    r = responder(double)
+    text = await r.answer("Which half marathon did Ines finish?")
+    assert text.startswith("I don't know that about Ines; the closest is Tomas talking about")
+    assert "Tomas said: “I finally finished the half marathon in Porto" in text
+    # her own words about herself answer it
+    double.memories.append(
+        memory("I finished the half marathon in Braga too, my first!", speaker="Ines", when=day,
+               score=0.7)
+    )  # fmt: skip
+    text = await r.answer("Which half marathon did Ines finish?")
+    assert not text.startswith("I don't know"), text
+    # someone else naming her speaks of her: not "someone else"
+    double.memories = [
+        memory("Ines finished the half marathon in Braga, we cheered!", speaker="Tomas",
+               when=day),
+    ]  # fmt: skip
+    assert not (await r.answer("Which half marathon did Ines finish?")).startswith("I don't")
+    # a question about what was said is answered with the words, whoever they are about
+    double.memories = [memory("I finished the half marathon in Porto!", speaker="Tomas")]
+    assert not (await r.answer("What did Ines say about the marathon?")).startswith("I don't")
+
+
+def test_a_short_name_is_the_same_person() -> None:
+    assert same_person("Mel", "Melanie") and same_person("Melanie", "mel")
+    assert same_person("Jo Silva", "Jo Silva")
+    assert not same_person("Al", "Alice")  # too short to tell
+    assert not same_person("Tomas", "Tom Hardy")
+    assert not same_person("Ines", "Tomas")
 
 
 async def test_when_is_answered_with_the_day_the_words_name() -> None:
@@ -329,7 +384,7 @@ async def test_when_is_answered_with_the_day_the_words_name() -> None:
     )])  # fmt: skip
     text = await responder(double).answer("When did Caroline go to the support group?")
     assert text == (
-        "On 8 May 2023, Caroline said: “I went to a support group yesterday” — that was 7 May 2023."
+        "7 May 2023: on 8 May 2023, Caroline said “I went to a support group yesterday”."
     )
 
 

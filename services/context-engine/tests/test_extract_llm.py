@@ -439,3 +439,48 @@ async def test_an_answer_cut_off_keeps_its_complete_items(
     result = await extractor.extract(SEGMENTS)
     assert [(e.type, e.name) for e in result.entities] == [("person", "Priya")]
     assert len(server.chat_requests()) == 1
+
+
+async def test_statements_from_the_clauses_and_the_relations_merge_into_one_fact(
+    server: ScriptedLLMServer, client: OpenAICompatibleClient
+) -> None:
+    """Both paths end with the same current truth: the LLM path reads the clauses with the
+    fast path's reader, and its own relations about a person become statements too, which
+    the merge takes as restatements of the clause ("lives in Tromsø": one fact, two sources)."""
+    from datetime import UTC, datetime
+
+    from context_engine.extract.fast import FastExtractor
+    from context_engine.knowledge.statement_facts import Said, merge
+
+    said_at = datetime(2026, 2, 3, 18, 0, tzinfo=UTC)
+    segments = [
+        SegmentText("t1", "Noor", "I live in Tromsø with two cats these days.", said_at),
+        SegmentText("t2", "Ilya", "Do you still row on Saturdays?", said_at),
+        SegmentText("t3", "Noor", "No, I gave up rowing last month.", said_at),
+    ]
+    server.reply(always(answer(
+        [entity("person", "Noor", 0.95, "t1", "I live"),
+         entity("place", "Tromsø", 0.9, "t1", "in Tromsø")],
+        [relation("Noor", "lives_in", "Tromsø", 0.9, "t1", "I live in Tromsø"),
+         relation("Noor", "spouse", "Ilya", 0.8, "t2", "")],
+    )))  # fmt: skip
+    result = await LLMExtractor(client, statements=FastExtractor()).extract(segments)
+    by_source = {(s.predicate, s.object, s.segment_id) for s in result.statements}
+    assert ("live", "in Tromsø", "t1") in by_source  # from the LLM's relation
+    assert any(s.predicate == "give up" and s.subject == "Noor" for s in result.statements)
+    assert all(s.predicate != "spouse" for s in result.statements)  # relations stay relations
+    rows = [
+        Said(i, s.subject, s.predicate, s.object, s.text, s.kind, s.confidence,
+             datetime.fromisoformat(s.valid_at).replace(tzinfo=UTC) if s.valid_at else said_at,
+             said_at, "sess", s.segment_id, s.speaker, s.evidence)
+        for i, s in enumerate(result.statements)
+    ]  # fmt: skip
+    home = [f for f in merge(rows) if f.first.predicate == "live"]
+    assert len(home) == 1 and len(home[0].sources) == 2, [f.first.text for f in home]
+    # without a clause reader, the relations' statements alone
+    server.reply(always(answer(
+        [entity("person", "Noor", 0.95, "t1", "I live")],
+        [relation("Noor", "lives_in", "Tromsø", 0.9, "t1", "I live in Tromsø")],
+    )))  # fmt: skip
+    alone = await LLMExtractor(client).extract(segments)
+    assert [s.text for s in alone.statements] == ["Noor lives in Tromsø"]

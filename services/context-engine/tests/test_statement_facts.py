@@ -63,6 +63,46 @@ def test_a_negation_ends_what_it_negates_and_nothing_else() -> None:
     assert tea.invalid_at is None
 
 
+def test_what_holds_instead_ends_the_same_act_on_another_thing() -> None:
+    facts = merge([
+        said(1, "drink", "black coffee", "Noor drinks black coffee", kind="habit"),
+        said(2, "play", "chess", "Noor plays chess"),
+        said(3, "drink", "rooibos instead", "Noor drinks rooibos instead", day=5),
+        said(4, "drink", "rooibos", "Noor drinks rooibos", day=8),
+    ])  # fmt: skip
+    coffee, chess, rooibos = facts
+    assert coffee.ended_by is not None and coffee.ended_by.id == 3
+    assert coffee.invalid_at == T0 + timedelta(days=5)
+    assert chess.invalid_at is None  # another act
+    # "instead" does not end what it restates: the later "drinks rooibos" reinforces it
+    assert rooibos.invalid_at is None and [s.id for s in rooibos.sources] == [3, 4]
+
+
+def test_moving_away_ends_where_they_lived() -> None:
+    facts = merge([
+        said(1, "live", "in Tromsø near the harbour", "Noor lives in Tromsø near the harbour"),
+        said(2, "live", "with two cats", "Noor lives with two cats", subject="Ilya"),
+        said(3, "keep", "bees", "Noor keeps bees"),
+        said(4, "move", "away from Tromsø", "Noor moved away from Tromsø", day=30),
+    ])  # fmt: skip
+    home, ilya, bees, moved = facts
+    assert home.ended_by is not None and home.ended_by.id == 4
+    assert ilya.invalid_at is None and bees.invalid_at is None
+    assert moved.current(T0 + timedelta(days=31))
+    # away from another place: where they live holds
+    other = merge([
+        said(1, "live", "in Tromsø", "Noor lives in Tromsø"),
+        said(2, "move", "away from Oslo", "Noor moved away from Oslo", day=3),
+    ])  # fmt: skip
+    assert other[0].invalid_at is None
+    # no place named: where they lived ends
+    bare = merge([
+        said(1, "live", "in Tromsø", "Noor lives in Tromsø"),
+        said(2, "move", "away", "Noor moved away", day=3),
+    ])  # fmt: skip
+    assert bare[0].invalid_at == T0 + timedelta(days=3)
+
+
 def test_an_ending_said_before_the_fact_began_does_not_end_it() -> None:
     facts = merge([
         said(1, "give up", "running", "Noor gave up running", kind="ended"),

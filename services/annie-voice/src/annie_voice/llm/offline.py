@@ -11,6 +11,7 @@ import re
 from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
+from typing import Literal
 from zoneinfo import ZoneInfo
 
 from annie_voice.briefing import clean
@@ -169,12 +170,18 @@ def pick(memories: Sequence[Memory], query: str = "") -> list[Memory]:
 
 
 _WEEKDAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday|mon|tue|wed|thu|fri|sat|sun"
+_MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
 _COUNT = r"(?:a|an|one|two|three|four|five|six|a couple of|a few|\d+)"
-# Relative dates a sentence may hold, by how precise they are.
+# Relative dates a sentence may hold, by how precise they are: back from when they were
+# said, and ahead ("next month": a plan).
 _RELATIVE_DATE = re.compile(
     rf"\b(?P<day>the day before yesterday|yesterday|last night|last (?:{_WEEKDAYS})\b|"
     rf"{_COUNT} days? ago)|(?P<weekend>last weekend)|(?P<week>last week|{_COUNT} weeks? ago)|"
-    rf"(?P<month>last month|{_COUNT} months? ago)|(?P<year>last year|{_COUNT} years? ago)",
+    rf"(?P<month>last month|{_COUNT} months? ago)|(?P<year>last year|{_COUNT} years? ago)|"
+    rf"(?P<named>last (?:{_MONTHS}))\b|"
+    rf"(?P<ahead_day>tomorrow|the day after tomorrow|in {_COUNT} days?)|"
+    rf"(?P<ahead_weekend>this weekend|next weekend)|(?P<ahead_week>next week)|"
+    rf"(?P<ahead_month>next month|in {_COUNT} months?)|(?P<ahead_year>next year)",
     re.IGNORECASE,
 )
 
@@ -185,8 +192,9 @@ def _day_month_year(day: date) -> str:
 
 def dated(text: str, spoken_at: datetime | None, zone: tzinfo) -> str | None:
     """What a relative date in `text` ("yesterday", "last Friday", "two weeks ago", "last
-    year") names, given when it was said: "7 May 2023", "the week before 9 June 2023", "2022";
-    None when it holds none (or it cannot be read)."""
+    year", "last August", "next month", "this weekend") names, given when it was said:
+    "7 May 2023", "the week before 9 June 2023", "2022", "August 2022", "September 2023",
+    "the weekend after 3 June 2022"; None when it holds none (or it cannot be read)."""
     m = _RELATIVE_DATE.search(text)
     if m is None or spoken_at is None:
         return None
@@ -195,16 +203,27 @@ def dated(text: str, spoken_at: datetime | None, zone: tzinfo) -> str | None:
         return f"the week before {said_on}"
     if m["weekend"]:
         return f"the weekend before {said_on}"
-    when = resolve(m.group(0), spoken_at, "past")
+    if m["ahead_week"]:
+        return f"the week after {said_on}"
+    if m["ahead_weekend"]:
+        return f"the weekend after {said_on}"
+    if m["named"]:  # the last such month before the day it was said
+        month = datetime.strptime(m["named"].split()[1], "%B").month
+        day = spoken_at.astimezone(zone).date()
+        year = day.year if month < day.month else day.year - 1
+        return f"{date(year, month, 1).strftime('%B')} {year}"
+    ahead = any(m[k] for k in ("ahead_day", "ahead_month", "ahead_year"))
+    when = resolve(m.group(0), spoken_at, "future" if ahead else "past")
     if when is None:
         return None
-    if m["day"]:
-        return _day_month_year(when.astimezone(zone).date())
+    local = when.astimezone(zone)
+    if m["day"] or m["ahead_day"]:
+        return _day_month_year(local.date())
     if m["week"]:
-        return f"the week of {_day_month_year(when.astimezone(zone).date())}"
-    if m["month"]:
-        return when.astimezone(zone).strftime("%B %Y")
-    return str(when.astimezone(zone).year)
+        return f"the week of {_day_month_year(local.date())}"
+    if m["month"] or m["ahead_month"]:
+        return local.strftime("%B %Y")
+    return str(local.year)
 
 
 def sentence(
@@ -220,10 +239,11 @@ def sentence(
     asks_when = bool(_WHEN.match(query.strip()))
     if memory.timestamp is None or not (asks_when or _this_week(memory.timestamp, now)):
         return _cap(said)
-    out = f"{_cap(relative_day(memory.timestamp, now, zone))}, {said}"
+    day = relative_day(memory.timestamp, now, zone)
     if asks_when and (then := dated(quoted, memory.timestamp, zone)):
-        out = f"{out[:-1]} — that was {then}."  # "When …?": the day the words name
-    return out
+        # "When …?": the day the words name first, then when they were said
+        return f"{_cap(then)}: {day}, {speaker} said “{quoted}”."
+    return f"{_cap(day)}, {said}"
 
 
 def _this_week(when: datetime, now: datetime) -> bool:
@@ -413,7 +433,11 @@ _STILL = re.compile(
     r"\b(?:still|anymore|any more|no longer|nowadays|these days|currently|now)\b", re.IGNORECASE
 )
 _SECOND_PERSON = re.compile(r"\b(?:you|your|yours|you're|you've|you'll|you'd|ya)\b", re.I)
-_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|myself)\b")
+_FIRST_PERSON = re.compile(
+    r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|myself|we|we're|we've|us|our|ours)\b", re.IGNORECASE
+)
+# A name called out at the end or the start of a sentence ("…, Mel!", "Jon, …").
+_VOCATIVE = re.compile(r",\s*[A-Z][a-z]+[!?.]*$|^[A-Z][a-z]+,")
 # Questions about what was said (the words themselves are the answer, whoever they are about).
 _ABOUT_WORDS = re.compile(
     r"\b(?:say|said|says|tell|told|ask|asked|suggest|suggested|recommend|recommended|advice|"
@@ -422,22 +446,66 @@ _ABOUT_WORDS = re.compile(
 )
 
 
-def said_of_someone_else(query: str, memory: Memory, recall: Recall) -> str | None:
-    """The person a question is about, when the best memory is that person speaking of the
-    one they talk to ("That race sounds great, Mel!", "What got you into running?"): their
-    words say what the other did, not what they did, and are not told as theirs. None
-    otherwise (the question is about what was said, or names nobody, or several people)."""
-    people = [s.name for s in recall.about if s.type == "person" and not s.owner]
-    if len(people) != 1 or _ABOUT_WORDS.search(query):
-        return None
-    person = people[0]
-    if (memory.speaker or "").strip().casefold() != person.casefold():
+def same_person(name: str, other: str) -> bool:
+    """Whether two names are one person's: equal, or one a single word that starts the
+    other's first word ("Mel" and "Melanie", "Jo" and "Jo Silva" not: too short to tell)."""
+    a, b = (n.strip().casefold().split() or [""] for n in (name, other))
+    if a == b:
+        return True
+    for short, full in ((a, b), (b, a)):
+        if len(short) == 1 and len(short[0]) >= 3 and full[0].startswith(short[0]):
+            return True
+    return False
+
+
+def whom(memory: Memory, query: str, person: str) -> Literal["asked", "other"] | None:
+    """Whom the words of `memory` that answer `query` are about: the asked `person`
+    ("asked": the person speaking of themselves, or someone else naming them), someone else
+    ("other": the person speaking to someone — "That race sounds great, Mel!", "What got you
+    into running?" — or another speaker speaking of themselves — "I ran a charity race"), or
+    None when the words do not tell."""
+    speaker = (memory.speaker or "").strip()
+    if not speaker or _ANONYMOUS.match(speaker):
         return None
     said = gist(memory.text, query)
-    vocative = re.search(r",\s*[A-Z][a-z]+[!?.]*$|^[A-Z][a-z]+,", said)
-    if (_SECOND_PERSON.search(said) or vocative) and not _FIRST_PERSON.search(said):
-        return person
-    return None
+    first = _FIRST_PERSON.search(said) is not None
+    second = _SECOND_PERSON.search(said) is not None
+    if same_person(speaker, person):
+        vocative = _VOCATIVE.search(said) is not None
+        if (second or vocative) and not first:
+            return "other"
+        return "asked" if first else None
+    if any(same_person(w, person) for w in _NAME_WORD.findall(said)):
+        return "asked"
+    return "other" if first and not second else None
+
+
+def said_of_someone_else(query: str, recall: Recall) -> tuple[str, Memory] | None:
+    """The person a question asks about and the memory that says most of what it asks,
+    when those words are about someone else: the asked person speaking to another ("What
+    got you into running?") or another person speaking of themselves ("I ran a charity
+    race"), and no memory saying as much is about the asked person. Their words do not say
+    what the asked person did and are not told as theirs. None otherwise (the question is
+    about what was said, or names nobody, or several people, or shares no telling word)."""
+    people = [s.name for s in recall.about if s.type == "person" and not s.owner]
+    if len(people) != 1 or _ABOUT_WORDS.search(query) or not recall.memories:
+        return None
+    person = people[0]
+    chosen = pick(recall.memories, query)
+    if len(chosen) == 1 and same_person(chosen[0].speaker or "", person):
+        if whom(chosen[0], query, person) == "other":  # the best memory: them, to another
+            return person, chosen[0]
+    names = {w for s in recall.about for w in _WORD.findall(s.name.casefold())}
+    wanted = {_stem(w) for w in _telling(query) - names}
+    shared = [_overlap(wanted, gist(m.text, query)) for m in recall.memories]
+    most = max(shared)
+    if most == 0:
+        return None
+    best = [m for m, n in zip(recall.memories, shared, strict=True) if n == most]
+    told = [whom(m, query, person) for m in best]
+    if "asked" in told or "other" not in told:
+        return None
+    return person, best[told.index("other")]
 
 
 def unknown_name(query: str, recall: Recall) -> str | None:
@@ -509,15 +577,15 @@ def compose(
             f"I looked through your memories for “{shown_query}” and found nothing about it. "
             f"{LIMITS}"
         )
+    if (elsewhere := said_of_someone_else(query, recall)) is not None:
+        person, closest = elsewhere
+        speaker = who(closest.speaker, owners)
+        whose = "someone else" if same_person(speaker, person) else "themselves"
+        lead = f"I don't know that about {person}; the closest is {speaker} talking about {whose}."
+        return Answer(f"{lead} {sentence(closest, now, zone, owners, query)}", (), (closest,))
     lines = [sentence(m, now, zone, owners, query) for m in best]
     if len(best) > 1:
         lines.insert(0, LEAD_MANY)
-    elif (person := said_of_someone_else(query, best[0], recall)) is not None:
-        lines.insert(
-            0,
-            f"I don't know that about {person}; the closest is {person} talking about "
-            "someone else.",
-        )
     return Answer(" ".join(lines), (), tuple(best))
 
 

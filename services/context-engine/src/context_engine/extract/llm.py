@@ -20,8 +20,15 @@ so; if that fails too the window is skipped and logged (`llm_window_unreadable`)
 a small model chokes on does not lose the rest of the session. If no window at all is readable
 the extraction raises `LLMOutputError`, so the job retries and finally dead-letters visibly.
 
+Statements (ADR 0017 rule 8): the clauses about people are read by the same reader as the fast
+path's (extract/clauses.py, through a `statements` extractor, the fast one in production), and
+the LLM's own relations about a person (lives in, works at, likes, ...) become statements too,
+so both go through one merge by meaning (knowledge/statement_facts.py) and both paths end with
+the same current truth: an LLM relation that a clause also states is one fact with two sources.
+
 Bump `LLM_EXTRACTOR_VERSION` when the prompt or the schema changes: the version labels what it
-produced, and a new one re-extracts every session.
+produced, and a new one re-extracts every session. (Adding the statements did not bump it: that
+would run the LLM over every session again; a session gets its statements when next extracted.)
 """
 
 from __future__ import annotations
@@ -35,7 +42,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from context_engine.extract.base import Extraction
+from context_engine.extract.base import Extraction, Extractor
+from context_engine.extract.clauses import Statement
 from context_engine.extract.patterns import RELATIONS as RELATION_WORDS
 from context_engine.extract.schema import (
     ENTITY_TYPES,
@@ -52,6 +60,7 @@ from context_engine.llm.client import LLMClient
 from context_engine.llm.errors import LLMOutputError
 from context_engine.llm.factory import make_llm_client
 from context_engine.llm.parse import as_list, parse_json_payload, snippet
+from her_os_shared.dates import iso_day
 from her_os_shared.logging import get_logger
 
 if TYPE_CHECKING:
@@ -386,8 +395,48 @@ def finalise_relations(relations: Sequence[ExtractedRelation]) -> list[Extracted
     return list(best.values())
 
 
+# The LLM's relations about a person that are statements too: (verb lemma, preposition, the
+# verb in the third person). Family and social ones stay relations only (rule 2 of ADR 0017).
+_AS_STATEMENT: dict[str, tuple[str, str, str]] = {
+    "lives_in": ("live", "in", "lives"), "works_at": ("work", "at", "works"),
+    "studies_at": ("study", "at", "studies"), "attends": ("attend", "", "attends"),
+    "member_of": ("belong", "to", "belongs"), "likes": ("like", "", "likes"),
+    "avoids": ("avoid", "", "avoids"), "owns": ("own", "", "owns"),
+}  # fmt: skip
+
+
+def relation_statements(
+    relations: Sequence[ExtractedRelation],
+    segments: Sequence[SegmentText],
+    people: Sequence[ExtractedEntity],
+) -> list[Statement]:
+    """The relations about a known person as statements ("Asha lives in Pune"), from the
+    segment each cites, valid from the date it names or the day it was said."""
+    by_id = {s.segment_id: s for s in segments}
+    persons = {canonical_name(e.name) for e in people if e.type == "person"}
+    out: list[Statement] = []
+    for r in relations:
+        form = _AS_STATEMENT.get(r.predicate)
+        seg = by_id.get(r.segment_id or "")
+        if form is None or seg is None or canonical_name(r.subject) not in persons:
+            continue
+        verb, preposition, third = form
+        obj = f"{preposition} {r.object}".strip()
+        valid = r.properties.get("valid_from")
+        out.append(Statement(
+            subject=r.subject, predicate=verb, object=obj, text=f"{r.subject} {third} {obj}",
+            segment_id=seg.segment_id, speaker=seg.speaker, confidence=r.confidence,
+            valid_at=valid if isinstance(valid, str) else
+            (iso_day(seg.spoken_at) if seg.spoken_at else None),
+            evidence=r.evidence,
+        ))  # fmt: skip
+    return out
+
+
 class LLMExtractor:
-    """Entities and relations by an LLM, in windows of `window_segments` segments."""
+    """Entities and relations by an LLM, in windows of `window_segments` segments; the
+    statements of the same turns by `statements` (the fast extractor's clause reader) and
+    from the LLM's relations."""
 
     name = "llm"
 
@@ -396,12 +445,14 @@ class LLMExtractor:
         client: LLMClient,
         window_segments: int = 40,
         version: int = LLM_EXTRACTOR_VERSION,
+        statements: Extractor | None = None,
     ) -> None:
         if window_segments < 1:
             raise ValueError("window_segments must be at least 1")
         self.client = client
         self.window_segments = window_segments
         self.version = version
+        self.statements = statements
 
     @classmethod
     def from_settings(
@@ -450,13 +501,16 @@ class LLMExtractor:
             )
         kept = finalise(entities, segments)
         kept_relations = finalise_relations(relations)
+        said = relation_statements(kept_relations, segments, kept)
+        if self.statements is not None:
+            said = (await self.statements.extract(segments)).statements + said
         log.info(
             "llm_extracted", extractor=self.label, client=self.client.name,
             segments=len(segments), windows=len(windows), unreadable_windows=len(unreadable),
             entities_read=len(entities), entities=len(kept), relations_read=len(relations),
-            relations=len(kept_relations),
+            relations=len(kept_relations), statements=len(said),
         )  # fmt: skip
-        return Extraction(entities=kept, relations=kept_relations)
+        return Extraction(entities=kept, relations=kept_relations, statements=said)
 
     async def _ask(self, window: Sequence[SegmentText]) -> Any:
         """The parsed answer for one window; one more try when it is unreadable."""

@@ -6,12 +6,13 @@ order it became true (valid_at, then when it was said, then id); each one, again
 built so far for that person:
 
 - **restates** a fact — the same predicate (negation included) and objects that share at least
-  half their content words (or both none) — and reinforces it: one fact, one more source, a
-  higher confidence (1 − Π(1 − cᵢ));
+  half their content words, or one's content words all in the other's (or both none) — and
+  reinforces it: one fact, one more source, a higher confidence (1 − Π(1 − cᵢ));
 - **ends** a fact — it says the activity stopped ("stopped", "quit", "gave up", "no longer" /
-  "not ... anymore", kind "ended") or negates it ("I don't drink coffee" against "drinks
-  coffee"): the fact gets `invalid_at` = when the ending became true and `ended_by`, and is
-  never deleted; a habit ends the same way;
+  "not ... anymore", kind "ended"), negates it ("I don't drink coffee" against "drinks
+  coffee"), says what holds instead ("I drink tea instead": the same verb, another object) or
+  that the person moved away (from where they lived): the fact gets `invalid_at` = when the
+  ending became true and `ended_by`, and is never deleted; a habit ends the same way;
 - **keeps** a promise or plan — the same person later does the promised act (the same verb, or
   one of its kin: return / bring back / give back) to the same object: the plan is `kept`, with
   the statement that kept it;
@@ -40,6 +41,10 @@ from context_engine.store.models import StatementRow
 
 # Verbs that end what follows them, and the words "no longer" / "anymore" that end their own.
 _ENDERS = frozenset({"stop", "quit", "give up", "drop", "cease", "leave", "abandon"})
+# Where someone lives, which "moved away (from X)" ends.
+_DWELLS = frozenset({"live", "stay", "reside", "move", "settle", "rent"})
+_INSTEAD = re.compile(r"\binstead\b", re.IGNORECASE)
+_AWAY = re.compile(r"^away\b(?:\s+from\b)?", re.IGNORECASE)
 # Acts that keep a promise of another: "I'll return your drill" ... "I brought your drill back".
 _KIN: dict[str, frozenset[str]] = {
     "return": frozenset({"return", "bring back", "give back", "hand back", "drop off", "bring"}),
@@ -53,7 +58,7 @@ _KIN: dict[str, frozenset[str]] = {
 _NOT_CONTENT = frozenset(
     "today tomorrow yesterday tonight morning evening night week weekend month year day now "
     "anymore longer ago last next soon later recently lately finally already still again "
-    "every each always usually often really just also".split()
+    "every each always usually often really just also instead".split()
 )
 _WORD = re.compile(r"[a-z][a-z'-]*")
 
@@ -152,6 +157,8 @@ def _restates(fact: StatementFact, s: Said) -> bool:
     a, b = content(f.object), content(s.object)
     if not a and not b:
         return True
+    if a and b and (a <= b or b <= a):  # "in Tromsø" and "in Tromsø with two cats"
+        return True
     return len(a & b) * 2 >= max(len(a), len(b))
 
 
@@ -170,6 +177,15 @@ def _ends(fact: StatementFact, s: Said) -> bool:
         # "doesn't drink coffee anymore" ends "drinks coffee"; "I don't play chess" too
         a = content(fact.first.object)
         return not a or not target or bool(a & target)
+    if verb == "move" and (away := _AWAY.match(s.object.strip())):
+        # "moved away (from Porto)" ends "lives in Porto"; with no place, where they lived
+        if f_verb not in _DWELLS or _AWAY.match(fact.first.object.strip()):
+            return False
+        left = content(s.object[away.end() :])
+        return not left or bool(left & content(fact.first.object))
+    if not negated and verb == f_verb and _INSTEAD.search(s.object):
+        # "I drink tea instead" ends "drinks coffee" (not "drinks tea": that it restates)
+        return not _restates(fact, s)
     return False
 
 

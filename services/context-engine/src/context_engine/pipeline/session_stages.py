@@ -62,11 +62,15 @@ def make_extractor(settings: Settings, llm: LLMClient | None) -> Extractor:
         from context_engine.extract.fast import FastExtractor
 
         return FastExtractor()
+    from context_engine.extract.fast import FastExtractor
     from context_engine.extract.llm import LLMExtractor
 
     if llm is None:  # make_llm_client(required=True) raises first, naming the setting
         raise LLMConfigError("the LLM extractor needs CONTEXT_ENGINE_LLM_BASE_URL")
-    return LLMExtractor(llm, window_segments=settings.extract_window_segments)
+    # the clauses' statements as on the fast path: both paths merge the same (ADR 0017)
+    return LLMExtractor(
+        llm, window_segments=settings.extract_window_segments, statements=FastExtractor()
+    )
 
 
 def _fingerprint(*parts: object) -> str:
