@@ -52,6 +52,18 @@ def test_present_tense_and_possessives_are_rewritten(extractor: FastExtractor) -
     assert "Ines is proud of their honey" in texts(found)
 
 
+def test_you_as_one_named_person_takes_the_verb_of_the_third_person(
+    extractor: FastExtractor,
+) -> None:
+    found = say(
+        extractor,
+        ("Bruno", "Hi Ines! How was the week?"),
+        ("Ines", "Busy! Bruno, you're so patient with the new interns and you have real guts."),
+    )
+    assert "Bruno is so patient with the new interns" in texts(found)
+    assert "Bruno has real guts" in texts(found)
+
+
 def test_a_pronoun_in_a_later_turn_resolves_to_the_one_person_named(
     extractor: FastExtractor,
 ) -> None:

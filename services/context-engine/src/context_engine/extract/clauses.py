@@ -150,8 +150,8 @@ _QUESTION_AUX = frozenset(
     "do does did is are was were have has had can will would could should".split()
 )
 _MOTION = frozenset("move go come travel fly drive head return relocate get run walk".split())
-_TAG_3RD = {"am": "is", "'m": "is", "are": "is", "have": "has", "'ve": "has", "do": "does",
-            "were": "was"}  # fmt: skip
+_TAG_3RD = {"am": "is", "'m": "is", "are": "is", "'re": "is", "have": "has", "'ve": "has",
+            "do": "does", "were": "was"}  # fmt: skip
 _PLACE_WORDS = frozenset({"there"})
 _TIME = re.compile(
     r"\b(?:every|each|last|next|this|today|tonight|yesterday|morning|evening|night|week|"
@@ -589,14 +589,16 @@ class ClauseReader:
     def _rewrite(self, toks: Sequence[Token], verb: Token, subj: Token | None, name: str,
                  how: str) -> str:  # fmt: skip
         """The toks in the third person with names: I → the speaker's name, my → their,
-        am → is and a present-tense verb after I → its -s form; you → the addressee; he/she →
-        the person they stand for; there → in/to the place."""
+        am → is and a present-tense verb after I (or a one-person you) → its -s form; you → the
+        addressee; he/she → the person they stand for; there → in/to the place."""
         speaker, addressee = self.turn.speaker, self.turn.addressee
-        # the first verb word after each "I" takes the third person ("I've come" → "has come")
+        # the first verb word after each "I" — and a "you" that is one named person — takes
+        # the third person ("I've come" → "has come", "you are so brave" → "Mel is so brave")
         finite = {
             min([c.i for c in t.head.children if c.dep_ in ("aux", "auxpass")] + [t.head.i])
             for t in toks
-            if t.lower_ == "i" and t.dep_ in ("nsubj", "nsubjpass")
+            if t.dep_ in ("nsubj", "nsubjpass")
+            and (t.lower_ == "i" or (t.lower_ == "you" and addressee and not self._plural_you(t)))
         }
         out: list[str] = []
         said: set[str] = set()  # names already in the text: their possessive is "their"
