@@ -135,10 +135,28 @@ def test_negation_is_part_of_the_predicate(extractor: FastExtractor) -> None:
         "My cousin said she quit the orchestra.",  # someone else's words
         "I know. I love it! I'm so glad.",  # small talk
         "They opened a bakery downtown.",  # nobody named
+        "I joined the choir, isn't that odd?",  # not a tag: a question of its own
+        "Did you keep the bees on your roof, Bruno?",  # a question with a name at the end
     ],
 )
 def test_what_states_nothing_gives_nothing(extractor: FastExtractor, text: str) -> None:
     assert say(extractor, ("Ines", text)) == []
+
+
+def test_a_season_dates_the_statement(extractor: FastExtractor) -> None:
+    found = say(extractor, ("Ines", "I moved to Tromsø last spring."))  # said in May 2026
+    assert [(s.text, s.valid_at) for s in found] == [
+        ("Ines moved to Tromsø last spring", "2025-03-01")
+    ]
+
+
+def test_a_statement_with_a_question_tagged_on_is_said_all_the_same(
+    extractor: FastExtractor,
+) -> None:
+    found = say(extractor, ("Ines", "I keep bees on my roof now, did I tell you?"))
+    assert texts(found) == ["Ines keeps bees on their roof now"]
+    found = say(extractor, ("Ines", "We adopted a greyhound last week, you know?"))
+    assert texts(found) == ["Ines and others adopted a greyhound last week"]
 
 
 def test_a_turn_addressed_by_name_keeps_the_name_out_of_the_clause(

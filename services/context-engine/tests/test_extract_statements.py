@@ -154,6 +154,23 @@ def test_dates_resolve_against_the_spoken_time() -> None:
     assert resolve("next week", None) is None  # no time said: nothing to resolve against
 
 
+def test_seasons_resolve_to_the_day_they_begin() -> None:
+    may = datetime(2026, 5, 12, tzinfo=UTC)  # in spring
+    october = datetime(2026, 10, 2, tzinfo=UTC)
+    assert resolve("last spring", may, "past") == datetime(2025, 3, 1, tzinfo=UTC)
+    assert resolve("last spring", october, "past") == datetime(2026, 3, 1, tzinfo=UTC)
+    assert resolve("this summer", may) == datetime(2026, 6, 1, tzinfo=UTC)  # coming
+    assert resolve("this summer", october) == datetime(2026, 6, 1, tzinfo=UTC)  # just past
+    assert resolve("next spring", may) == datetime(2027, 3, 1, tzinfo=UTC)
+    assert resolve("next winter", datetime(2026, 1, 15, tzinfo=UTC)) == datetime(
+        2026, 12, 1, tzinfo=UTC
+    )
+    assert resolve("last winter", datetime(2026, 1, 15, tzinfo=UTC)) == datetime(
+        2024, 12, 1, tzinfo=UTC
+    )  # the winter under way is not the last one
+    assert resolve("last autumn", may) == resolve("last fall", may)
+
+
 _WORDS = st.sampled_from(
     "I you he she we my your his her moved to from lives in live work at quit joined switched "
     "Pune Mumbai Google Infosys tea coffee Nike shoes stopped playing tennis started the a and "

@@ -2,7 +2,12 @@
 
 "last Friday" said on Tuesday 12 May is Friday 8 May; "by Sunday" a promise is due on the
 coming Sunday. Only the words a DATE/TIME span holds are parsed; a span dateparser cannot
-read ("the other day", "a while ago") resolves to None and the words are kept alone.
+read ("the other day", "a while ago") resolves to None and the words are kept alone. Seasons,
+which dateparser does not read, resolve here to the day they begin (meteorological seasons of
+the northern hemisphere: spring from 1 March, summer 1 June, autumn 1 September, winter 1
+December): "last spring" is the latest spring already over; "this summer" the one under way,
+else the one last begun when the words look back (`prefer` past) or it began this calendar
+year, else the coming one; "next winter" the one after the one under way or last begun.
 """
 
 from __future__ import annotations
@@ -42,6 +47,40 @@ _UNREADABLE = re.compile(
 # 5" → today, "the 90s" → 90 seconds ago): no date.
 _BARE = re.compile(r"^(?:the\s+|at\s+)?\d+(?:st|nd|rd|th|s|'s)?$", re.IGNORECASE)
 _lock = threading.Lock()
+_SEASON = re.compile(
+    r"^(?:(?P<which>last|this|next|this past|this coming)\s+)?"
+    r"(?P<season>spring|summer|fall|autumn|winter)$",
+    re.IGNORECASE,
+)
+_SEASON_MONTH = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
+
+
+def _add_months(year: int, month: int, months: int) -> tuple[int, int]:
+    index = year * 12 + month - 1 + months
+    return index // 12, index % 12 + 1
+
+
+def _season(words: str, base: datetime, prefer: Prefer) -> datetime | None:
+    """The day the season `words` name begins, relative to `base` (module docstring); "this
+    winter" in a past-tense clause (`prefer` past) is the one last begun."""
+    m = _SEASON.match(words.strip())
+    if m is None:
+        return None
+    which = (m["which"] or "this").casefold()
+    month = _SEASON_MONTH[m["season"].casefold()]
+    # the starts of this season around base: the one under way or last begun, and the next
+    year = base.year if base.month >= month else base.year - 1
+    begun = datetime(year, month, 1, tzinfo=UTC)
+    end = datetime(*_add_months(year, month, 3), 1, tzinfo=UTC)
+    following = datetime(year + 1, month, 1, tzinfo=UTC)
+    if which in ("last", "this past"):
+        return begun if end <= base else datetime(year - 1, month, 1, tzinfo=UTC)
+    if which in ("next", "this coming"):
+        return following
+    # "this summer" said in October is the summer just past; in May, the one coming
+    if base < end or prefer == "past" or (prefer != "future" and begun.year == base.year):
+        return begun
+    return following
 
 
 def _clean(words: str) -> str:
@@ -81,6 +120,8 @@ def resolve(
         return None
     base = spoken_at if spoken_at.tzinfo else spoken_at.replace(tzinfo=UTC)
     base = base.astimezone(UTC)
+    if (season := _season(text, base, prefer)) is not None:
+        return season
     try:
         parsed = _parse(text, base.isoformat(), prefer)
     except Exception:  # dateparser raises on odd input ("32nd"); the words stay, undated

@@ -153,6 +153,16 @@ _MOTION = frozenset("move go come travel fly drive head return relocate get run 
 _TAG_3RD = {"am": "is", "'m": "is", "are": "is", "'re": "is", "have": "has", "'ve": "has",
             "do": "does", "were": "was"}  # fmt: skip
 _PLACE_WORDS = frozenset({"there"})
+# A statement with a question tagged on ("..., did I tell you?", "..., right?"): the statement
+# before the tag is said all the same.
+_TAG_QUESTION = re.compile(
+    r",\s*(?:right|you know|did i (?:tell|mention)(?: (?:you|that))?(?: before)?|"
+    r"have i (?:told|mentioned)(?: (?:you|that))?(?: before)?|remember|"
+    r"(?:is|are|was|were|do|does|did|have|has|can|could|would|wo|wasn|weren|don|doesn|didn|"
+    r"isn|aren|haven|hasn|can|couldn)(?:n't|n’t)? (?:it|they|you|i|we|he|she|there)|"
+    r"no|eh|huh|ok|okay|yeah|y'know)\s*[?!]+[”\"’)]*$",
+    re.IGNORECASE,
+)
 _TIME = re.compile(
     r"\b(?:every|each|last|next|this|today|tonight|yesterday|morning|evening|night|week|"
     r"weekend|month|year|day|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
@@ -213,6 +223,7 @@ class ClauseReader:
         self.doc = doc
         self.turn = turn
         self.found: list[Statement] = []
+        self._until = len(doc.text)  # where the sentence read now stops (before a tag question)
 
     def run(self) -> list[Statement]:
         each_sentence(self.doc, self._sentence, "extract.clause_skipped")
@@ -262,10 +273,16 @@ class ClauseReader:
     # --- clauses ---
 
     def _sentence(self, sent: Span) -> None:
-        if sent.text.rstrip().endswith("?"):
-            return  # a question asks; it states nothing
+        text = sent.text.rstrip()
+        end = sent.end_char
+        if text.endswith("?"):
+            tag = _TAG_QUESTION.search(text)
+            if tag is None:
+                return  # a question asks; it states nothing
+            end = sent.start_char + tag.start()  # "I keep bees, did I tell you?": the statement
+        self._until = end
         for tok in sent:
-            if tok.pos_ in ("VERB", "AUX") and tok.dep_ not in ("aux", "auxpass"):
+            if tok.idx < end and tok.pos_ in ("VERB", "AUX") and tok.dep_ not in ("aux", "auxpass"):
                 self._clause(tok, sent)
 
     def _subject(self, verb: Token) -> Token | None:
@@ -561,7 +578,7 @@ class ClauseReader:
                 skip.update(t.i for t in verb.doc[c.i : verb.right_edge.i + 1])
             elif c.i > verb.i and c.pos_ == "PROPN" and c.text == self.turn.addressee:
                 skip |= below  # "..., Omar": the name addressed
-        toks = [t for t in verb.subtree if t.i not in skip]
+        toks = [t for t in verb.subtree if t.i not in skip and t.idx < self._until]
         if subj is not None and verb.dep_ == "conj" and subj.i not in {t.i for t in toks}:
             # the inherited subject leads ("Asha joined Google"), with the auxiliaries the
             # verbs share ("I've been doing research and networking" → "has been networking")
