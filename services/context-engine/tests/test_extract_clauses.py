@@ -77,6 +77,13 @@ def test_a_pronoun_in_a_later_turn_resolves_to_the_one_person_named(
     assert "Greta teaches piano at a school now" in about
     moved = next(s for s in found if s.predicate == "move")
     assert moved.valid_at == "2026-04-12"  # "in April", said in May
+    # "that place": the one place named lately
+    found = say(
+        extractor,
+        ("Tomas", "Remember the cabin trip to Geilo?"),
+        ("Ines", "I still miss that place so much."),
+    )
+    assert "Ines still misses Geilo so much" in texts(found)
 
 
 def test_an_ambiguous_pronoun_gives_nothing(extractor: FastExtractor) -> None:

@@ -607,7 +607,8 @@ class ClauseReader:
                  how: str) -> str:  # fmt: skip
         """The toks in the third person with names: I → the speaker's name, my → their,
         am → is and a present-tense verb after I (or a one-person you) → its -s form; you → the
-        addressee; he/she → the person they stand for; there → in/to the place."""
+        addressee; he/she → the person they stand for; there → in/to the place, "that place"
+        → the place."""
         speaker, addressee = self.turn.speaker, self.turn.addressee
         # the first verb word after each "I" — and a "you" that is one named person — takes
         # the third person ("I've come" → "has come", "you are so brave" → "Mel is so brave")
@@ -635,6 +636,10 @@ class ClauseReader:
             elif low in _PLACE_WORDS and t.dep_ == "advmod" and t.head.lemma_ in _PLACE_VERBS:
                 if (place := self._place_before(t.idx)) is not None:
                     word = ("to " if t.head.lemma_.lower() in _MOTION else "in ") + place
+            elif low == "place" and k and toks[k - 1].lower_ == "that" and out:
+                if (place := self._place_before(toks[k - 1].idx)) is not None:
+                    out.pop()  # "that place" → the one place named lately
+                    word = place
             said.update(n for n in (name, speaker, addressee) if n and word.startswith(n))
             if t.i in finite and t.tag_ == "VBP":
                 word = _TAG_3RD.get(low) or _third_person(t.text)
