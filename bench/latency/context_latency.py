@@ -45,8 +45,15 @@ and `store.search` on the same store. Prints p50/p95/p99/max, QPS, mean results,
 the ratio fused / BM25-only p95; PASS/FAIL against the targets: fused p95 ≤ 60 ms at 1M
 segments on 2 cores and ≤ 2x the BM25-only p95 of the same run; vector leg p95 ≤ 10 ms at 1M.
 
+With `--profile DIR`, the engine is then sampled by py-spy (bench/latency/cpu_profile.py)
+while the largest client count sends `--profile-queries` fused requests, once as its threads
+run and once only while they hold the GIL: CPU ms per request by part (query embedding,
+keyword search, vector search, SQL, knowledge lookup, fusion, serialisation, events, HTTP,
+the event loop's own work), on the event loop and in worker threads; the raw stacks go to DIR.
+
     uv run python bench/latency/context_latency.py --segments 100000
     uv run python bench/latency/context_latency.py --segments 1000000
+    uv run python bench/latency/context_latency.py --segments 100000 --profile /tmp/profile
 """
 
 from __future__ import annotations
@@ -99,6 +106,7 @@ from common import (
     workdir,
 )
 from corpus import spread_sessions
+from cpu_profile import RATE, Profile, record
 from machine import cores
 from vector_latency import Points
 
@@ -340,6 +348,58 @@ def measure(
     return {key: (samples[key], walls[key]) for key in samples}, errors
 
 
+def profile_fused(
+    engine: EngineProcess, fused: Variant, qs: list[Query], clients: int, out: Path
+) -> tuple[Profile, Profile, int]:
+    """The engine's threads sampled by py-spy while `clients` clients send `qs` through the
+    fused variant: once as they run, once only while they hold the GIL; returns both
+    profiles and the requests each covered."""
+    assert engine.proc is not None
+    out.mkdir(parents=True, exist_ok=True)
+    errors: list[str] = []
+    got: list[Profile] = []
+    n = 0
+    for gil in (False, True):
+        with progress() as bar:
+            task = bar.add_task(f"py-spy{' --gil' if gil else ''}", total=len(qs))
+
+            def load(task: Any = task, bar: Progress = bar) -> int:
+                return len(run_phase(engine, fused, qs, clients, bar, task, errors)[0])
+
+            name = f"fused-{clients}-clients-{'gil' if gil else 'cpu'}.txt"
+            prof, n = record(engine.proc.pid, out / name, load, gil=gil)
+            got.append(prof)
+    return got[0], got[1], n
+
+
+def report_profile(cpu: Profile, gil: Profile, requests: int, clients: int) -> None:
+    """Per part: CPU ms per request on the event loop and in worker threads, and the ms of it
+    spent holding the GIL (py-spy's samples, RATE a second per thread)."""
+    per = 1000 / RATE / max(requests, 1)
+    table = Table(
+        title=f"where a fused request's CPU goes, {clients} clients, {requests} requests "
+        f"(py-spy, {RATE} samples/s per thread; ms per request)"
+    )
+    for col in ("part", "event loop", "worker threads", "share", "holding the GIL"):
+        table.add_column(col, justify="left" if col == "part" else "right")
+    parts = cpu.by_part()
+    held = gil.by_part()
+    total = sum(parts.values()) or 1
+    for part, n in parts.most_common():
+        table.add_row(
+            part, f"{cpu.samples['event loop', part] * per:.1f}",
+            f"{cpu.samples['workers', part] * per:.1f}", f"{100 * n / total:.0f} %",
+            f"{held[part] * per:.1f}",
+        )  # fmt: skip
+    loop = sum(v for (kind, _), v in cpu.samples.items() if kind == "event loop")
+    table.add_row(
+        "all", f"{loop * per:.1f}", f"{(cpu.total - loop) * per:.1f}", "100 %",
+        f"{gil.total * per:.1f}",
+    )  # fmt: skip
+    console.print(table)
+    console.print(f"raw stacks (collapsed, for flamegraph.pl or speedscope): {cpu.raw}, {gil.raw}")
+
+
 def stats(engine: EngineProcess) -> dict[str, Any]:
     r = httpx.get(engine.base_url + "/v1/stats", headers=engine.headers, timeout=30)
     r.raise_for_status()
@@ -514,6 +574,16 @@ def main(
     seed: Annotated[int, typer.Option(help="random seed of corpus, vectors and queries")] = 42,
     database_url: DatabaseUrlOption = None,
     keep: KeepOption = False,
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            help="also sample the engine with py-spy during fused requests at the largest "
+            "client count, and write the raw stacks here"
+        ),
+    ] = None,
+    profile_queries: Annotated[
+        int, typer.Option(min=1, help="fused requests sampled by each py-spy run")
+    ] = 480,
 ) -> None:
     client_counts = [int(c) for c in clients.split(",") if c.strip()]
     if not client_counts or min(client_counts) < 1:
@@ -604,6 +674,12 @@ def main(
                 if v["status"] != "ready" or v["embedded"] != before["segments"]["active"]:
                     console.print("[red]the vector space is not complete: figures not valid[/red]")
                 results, errors = measure(engine, vs, qs, warm, client_counts)
+                profiled = None
+                if profile is not None:
+                    profiled = profile_fused(
+                        engine, vs[0], build_queries(profile_queries, seed + 2000),
+                        max(client_counts), profile,
+                    )  # fmt: skip
                 after = stats(engine)
             engine_log = engine.log_events()
             jobs_seen = asyncio.run(embed_jobs(url))
@@ -612,6 +688,8 @@ def main(
 
     check_engine(engine_log, before, after, jobs_seen, sizes_disk)
     report(results, vs, client_counts, segments, parts)
+    if profiled is not None:
+        report_profile(*profiled, max(client_counts))
     if errors:
         console.rule("first failed requests")
         for e in errors:
