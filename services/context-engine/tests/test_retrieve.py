@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from context_engine.knowledge.query_facts import Knowledge
+from context_engine.search.admission import OverloadedError
 from context_engine.search.query import Candidate, ContextQuery
 from context_engine.search.retrieve import (
     AllLegsFailedError,
@@ -316,3 +317,66 @@ async def test_knowledge_reorders_results_and_its_failure_only_drops_the_facts(
         assert kinds[how].legs == {"bm25": "ok"}
     plain = await Retriever(engine_db, legs).retrieve(query())
     assert plain.knowledge_status == "off" and plain.knowledge is None
+
+
+class GatedLegDouble:
+    """Answers once `release` is set: searches pile up in flight until then."""
+
+    name, creature = "bm25", "starfish"
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.two_started = asyncio.Event()
+        self.started = 0
+
+    async def search(self, q: ContextQuery, k: int) -> list[Candidate]:
+        self.started += 1
+        if self.started == 2:
+            self.two_started.set()
+        await self.release.wait()
+        return [cand("a")]
+
+
+async def test_past_the_limit_of_searches_in_flight_a_new_one_is_refused_at_once(
+    engine_db,
+) -> None:
+    leg = GatedLegDouble()
+    retriever = Retriever(engine_db, [leg], leg_timeout_s=30, max_inflight=2)
+    running = [asyncio.create_task(retriever.retrieve(query())) for _ in range(2)]
+    await asyncio.wait_for(leg.two_started.wait(), timeout=30)
+    with pytest.raises(OverloadedError, match=r"2 searches are running") as refused:
+        await retriever.retrieve(query())  # at once: it never reaches the leg
+    assert refused.value.retry_after_s == 1 and leg.started == 2
+    leg.release.set()
+    done = await asyncio.gather(*running)
+    assert [r.results[0]["segment_id"] for r in done] == ["a", "a"]
+    assert retriever.gate.inflight == 0 and retriever.gate.refused == 1
+    # the slots are back: the next search runs; a failing one gives its slot back too
+    assert (await retriever.retrieve(query())).results[0]["segment_id"] == "a"
+    with pytest.raises(UnknownLegsError):
+        await retriever.retrieve(replace(query(), legs=frozenset({"elsewhere"})))
+    assert retriever.gate.inflight == 0
+
+
+async def test_an_overloaded_search_is_a_503_with_retry_after() -> None:
+    import httpx
+    from fastapi import FastAPI
+
+    from context_engine.config import Settings
+    from context_engine.routes import context as context_route
+    from context_engine.routes.deps import _retriever, _settings
+
+    class RefusingRetriever:
+        async def retrieve(self, q: ContextQuery) -> None:
+            raise OverloadedError(64)
+
+    app = FastAPI()
+    app.include_router(context_route.router, prefix="/v1")
+    app.dependency_overrides[_retriever] = RefusingRetriever
+    app.dependency_overrides[_settings] = lambda: Settings(_env_file=None)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://engine") as client:
+        r = await client.get("/v1/context", params={"query": "where does Priya live"})
+    assert r.status_code == 503 and r.headers["retry-after"] == "1"
+    assert "64 searches are running" in r.json()["detail"]
+    assert "MAX_INFLIGHT_SEARCHES" in r.json()["detail"]

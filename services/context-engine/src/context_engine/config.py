@@ -99,6 +99,9 @@ class Settings(ServiceSettings):
     # Legs of /v1/context, run concurrently, each under `leg_timeout_s`.
     context_legs: tuple[Literal["bm25", "vector", "graph"], ...] = ("bm25", "vector", "graph")
     leg_timeout_s: float = Field(default=2.0, gt=0)
+    # Searches (/v1/context, MCP search_memory) running at once; past it a new one gets 503
+    # with Retry-After at once instead of queueing until its client gives up.
+    max_inflight_searches: int = Field(default=64, ge=1)
     # Fusion (retrieve.py), chosen on LoCoMo dev (ADR 0010, docs/benchmarks.md): RRF constant
     # (10 beat 20 and 60 on every conversation) and the weight of each leg (the graph leg at
     # 1.0 cost 1.5 points of recall@10; at 0.25 it is neutral there and still ranks what only

@@ -269,6 +269,7 @@ class Runtime:
             ),
             leg_timeout_s=s.leg_timeout_s,
             knowledge=self.knowledge,
+            max_inflight=s.max_inflight_searches,
         )
 
         # /v1 requests the token check let through / refused since the last basilisk metric

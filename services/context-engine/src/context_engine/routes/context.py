@@ -10,6 +10,7 @@ from fastapi import APIRouter, HTTPException, Query
 from context_engine.memory.tiers import TIERS, Tier
 from context_engine.routes.deps import RetrieverDep, SettingsDep, as_of_or_now
 from context_engine.routes.schemas import ContextItem, ContextResponse
+from context_engine.search.admission import OverloadedError
 from context_engine.search.query import ContextQuery
 from context_engine.search.retrieve import AllLegsFailedError, UnknownLegsError
 
@@ -83,6 +84,10 @@ async def get_context(
         raise HTTPException(status_code=422, detail=str(exc)) from None
     except AllLegsFailedError as exc:
         raise HTTPException(status_code=503, detail=str(exc)) from None
+    except OverloadedError as exc:
+        raise HTTPException(
+            status_code=503, detail=str(exc), headers={"Retry-After": str(exc.retry_after_s)}
+        ) from None
     return ContextResponse.model_validate(
         {
             "query": query,

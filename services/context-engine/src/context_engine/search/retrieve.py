@@ -37,6 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from context_engine.memory.tiers import TIERS, Tier
 from context_engine.memory.tiers import decay as shared_decay
 from context_engine.observe.recorder import EventRecorder
+from context_engine.search.admission import SearchGate
 from context_engine.search.query import (
     Candidate,
     ContextQuery,
@@ -251,6 +252,7 @@ class Retriever:
         params: FusionParams = FusionParams(),
         leg_timeout_s: float = 2.0,
         knowledge: QueryFacts | None = None,
+        max_inflight: int = 64,
     ) -> None:
         self.engine = engine
         self.legs = legs
@@ -258,6 +260,7 @@ class Retriever:
         self.params = params
         self.leg_timeout_s = leg_timeout_s
         self.knowledge = knowledge
+        self.gate = SearchGate(max_inflight)
 
     async def _know(self, q: ContextQuery) -> tuple[Knowledge | None, KnowledgeStatus]:
         """What is known about the query's subjects, and how the lookup went: a failing or
@@ -357,6 +360,11 @@ class Retriever:
         return ranked, status
 
     async def retrieve(self, q: ContextQuery) -> ContextResult:
+        """The fused search (`OverloadedError` at once when too many already run)."""
+        with self.gate.admit():
+            return await self._retrieve(q)
+
+    async def _retrieve(self, q: ContextQuery) -> ContextResult:
         started = time.perf_counter()
         legs = self._legs_for(q)
         k = self._pool(q, len(legs))
