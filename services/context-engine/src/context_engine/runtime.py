@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from context_engine.config import Settings
 from context_engine.embed import make_embedder
 from context_engine.embed.observed import ObservedEmbedder
+from context_engine.embed.query_cache import CachedQueries
 from context_engine.index.entity_vectors import EntityEmbedding
 from context_engine.index.keyword import Changes, SegmentSearchIndex
 from context_engine.index.segment_vectors import SegmentEmbedding
@@ -89,7 +90,9 @@ class Runtime:
             self._closing("llm", self.llm.aclose)
         self.embedder: ObservedEmbedder | None = None
         if s.vector_index_enabled or s.graph_url:
-            self.embedder = ObservedEmbedder(make_embedder(s), self.outcomes)
+            self.embedder = ObservedEmbedder(
+                CachedQueries(make_embedder(s), s.query_embedding_cache), self.outcomes
+            )
             self._closing("embedder", self.embedder.close)
 
         # 3. The graph (optional: no URL = none; extraction still fills PostgreSQL).
