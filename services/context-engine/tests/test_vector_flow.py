@@ -9,7 +9,6 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -194,29 +193,6 @@ async def test_a_lost_vector_index_is_embedded_again(settings: Settings) -> None
         await eventually(refilled, "the index embedded again")
         hit = (await context(engine, "vehicle maintenance", limit=1))["results"][0]
         assert hit["segment_id"] == "v5-3"
-
-
-class CountingEmbedderDouble:
-    """Counts the queries that reached the model."""
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    async def embed_query(self, text: str) -> np.ndarray:
-        self.calls.append(text)
-        return np.full(4, float(len(self.calls)), dtype=np.float32)
-
-
-async def test_repeated_queries_skip_the_model() -> None:
-    embedder = CountingEmbedderDouble()
-    leg = VectorLeg(SimpleNamespace(embedder=embedder), cache_size=2)  # type: ignore[arg-type]
-    first = await leg.query_vector("what did priya say")
-    assert np.array_equal(await leg.query_vector("what did priya say"), first)
-    await leg.query_vector("b")
-    await leg.query_vector("what did priya say")  # recently used: kept
-    await leg.query_vector("c")  # evicts "b", the least recently used
-    await leg.query_vector("b")
-    assert embedder.calls == ["what did priya say", "b", "c", "b"]
 
 
 # --- segments deleted while they are embedded (a forget, a replaced file) ---

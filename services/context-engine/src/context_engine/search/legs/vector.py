@@ -8,7 +8,6 @@ prior weighs who is named, the vector searches what was said."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from datetime import timedelta
 
 import numpy as np
@@ -23,9 +22,6 @@ log = get_logger(__name__)
 
 # Extra hits asked of the index for those PostgreSQL no longer has as active.
 SLACK = 10
-# Query vectors kept (least recently used dropped): a repeated question (a session briefing,
-# a client polling) skips the model, which costs more than the rest of the leg on a CPU.
-QUERY_CACHE = 512
 
 
 class VectorLeg:
@@ -33,28 +29,14 @@ class VectorLeg:
     creature = CreatureName.SHARK
 
     def __init__(
-        self,
-        embedding: SegmentEmbedding,
-        *,
-        cache_size: int = QUERY_CACHE,
-        speakers: KnownSpeakers | None = None,
+        self, embedding: SegmentEmbedding, *, speakers: KnownSpeakers | None = None
     ) -> None:
         self.embedding = embedding
         self.speakers = speakers
-        self.cache_size = cache_size
-        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
 
     async def query_vector(self, text: str) -> np.ndarray:
-        """The query's vector, from the cache when the same text was asked recently."""
-        vector = self._vectors.get(text)
-        if vector is not None:
-            self._vectors.move_to_end(text)
-            return vector
-        vector = await self.embedding.embedder.embed_query(text)
-        self._vectors[text] = vector
-        if len(self._vectors) > self.cache_size:
-            self._vectors.popitem(last=False)
-        return vector
+        """The query's vector (a repeated query's is kept by the embedder: CachedQueries)."""
+        return await self.embedding.embedder.embed_query(text)
 
     async def query_text(self, query: str) -> str:
         """What is embedded for `query`: without the speakers' names (when configured)."""
