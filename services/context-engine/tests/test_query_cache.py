@@ -96,3 +96,18 @@ async def test_size_zero_keeps_nothing() -> None:
     await cached.embed_query("q")
     await cached.embed_query("q")
     assert inner.queries == ["q", "q"]
+
+
+async def test_a_caller_that_gives_up_leaves_the_embedding_to_the_others() -> None:
+    inner = CountingEmbedderDouble()
+    inner.gate = asyncio.Event()
+    cached = CachedQueries(inner, size=8)
+    first = asyncio.create_task(cached.embed_query("q"))
+    second = asyncio.create_task(cached.embed_query("q"))
+    await asyncio.sleep(0)
+    first.cancel()  # e.g. its leg's timeout
+    inner.gate.set()
+    assert (await second)[0] == 1.0
+    assert first.cancelled() and inner.queries == ["q"]
+    await cached.embed_query("q")  # kept
+    assert inner.queries == ["q"]

@@ -31,7 +31,7 @@ class CachedQueries(Embedder):
         self.dim = inner.dim
         self.size = size
         self._kept: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
-        self._pending: dict[tuple[str, str], asyncio.Future[np.ndarray]] = {}
+        self._pending: dict[tuple[str, str], asyncio.Task[np.ndarray]] = {}
         self.hits = 0
         self.misses = 0
 
@@ -47,28 +47,30 @@ class CachedQueries(Embedder):
             self._kept.move_to_end(key)
             self.hits += 1
             return kept
-        pending = self._pending.get(key)
-        if pending is not None:  # the same query, being embedded now
+        task = self._pending.get(key)
+        if task is None:
+            self.misses += 1
+            task = asyncio.ensure_future(self._embed(text))
+            self._pending[key] = task
+            task.add_done_callback(lambda done: self._settle(key, done))
+        else:  # the same query, being embedded now
             self.hits += 1
-            return await asyncio.shield(pending)
-        self.misses += 1
-        future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
-        self._pending[key] = future
-        try:
-            vector = await self.inner.embed_query(text)
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: no "never retrieved" warning without waiters
-            raise
-        finally:
-            self._pending.pop(key, None)
-        vector = np.asarray(vector)
+        # shielded: a caller that gives up (a leg's timeout) leaves the embedding to the rest
+        return await asyncio.shield(task)
+
+    async def _embed(self, text: str) -> np.ndarray:
+        vector = np.asarray(await self.inner.embed_query(text))
         vector.setflags(write=False)  # shared by every caller: nobody may change it
-        future.set_result(vector)
-        self._kept[key] = vector
+        return vector
+
+    def _settle(self, key: tuple[str, str], done: asyncio.Task[np.ndarray]) -> None:
+        """Keep a finished embedding; a failed one is not kept (asked again next time)."""
+        self._pending.pop(key, None)
+        if done.cancelled() or done.exception() is not None:
+            return  # exception() also marks it retrieved when every caller gave up
+        self._kept[key] = done.result()
         if len(self._kept) > self.size:
             self._kept.popitem(last=False)
-        return vector
 
     async def close(self) -> None:
         await self.inner.close()
