@@ -480,18 +480,20 @@ def whom(memory: Memory, query: str, person: str) -> Literal["asked", "other"] |
     return "other" if first and not second else None
 
 
-def said_of_someone_else(query: str, recall: Recall) -> tuple[str, Memory] | None:
+def said_of_someone_else(
+    query: str, recall: Recall, chosen: Sequence[Memory]
+) -> tuple[str, Memory] | None:
     """The person a question asks about and the memory that says most of what it asks,
     when those words are about someone else: the asked person speaking to another ("What
     got you into running?") or another person speaking of themselves ("I ran a charity
     race"), and no memory saying as much is about the asked person. Their words do not say
     what the asked person did and are not told as theirs. None otherwise (the question is
-    about what was said, or names nobody, or several people, or shares no telling word)."""
+    about what was said, or names nobody, or several people, or shares no telling word).
+    `chosen`: the memories `pick` chose for the question."""
     people = [s.name for s in recall.about if s.type == "person" and not s.owner]
     if len(people) != 1 or _ABOUT_WORDS.search(query) or not recall.memories:
         return None
     person = people[0]
-    chosen = pick(recall.memories, query)
     if len(chosen) == 1 and same_person(chosen[0].speaker or "", person):
         if whom(chosen[0], query, person) == "other":  # the best memory: them, to another
             return person, chosen[0]
@@ -577,7 +579,7 @@ def compose(
             f"I looked through your memories for “{shown_query}” and found nothing about it. "
             f"{LIMITS}"
         )
-    if (elsewhere := said_of_someone_else(query, recall)) is not None:
+    if (elsewhere := said_of_someone_else(query, recall, best)) is not None:
         person, closest = elsewhere
         speaker = who(closest.speaker, owners)
         whose = "someone else" if same_person(speaker, person) else "themselves"

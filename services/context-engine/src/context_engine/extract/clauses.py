@@ -159,7 +159,7 @@ _TAG_QUESTION = re.compile(
     r",\s*(?:right|you know|did i (?:tell|mention)(?: (?:you|that))?(?: before)?|"
     r"have i (?:told|mentioned)(?: (?:you|that))?(?: before)?|remember|"
     r"(?:is|are|was|were|do|does|did|have|has|can|could|would|wo|wasn|weren|don|doesn|didn|"
-    r"isn|aren|haven|hasn|can|couldn)(?:n't|n’t)? (?:it|they|you|i|we|he|she|there)|"
+    r"isn|aren|haven|hasn|couldn)(?:n't|n’t)? (?:it|they|you|i|we|he|she|there)|"
     r"no|eh|huh|ok|okay|yeah|y'know)\s*[?!]+[”\"’)]*$",
     re.IGNORECASE,
 )

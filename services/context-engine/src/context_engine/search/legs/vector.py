@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import numpy as np
-
 from context_engine.index.segment_vectors import SegmentEmbedding
 from context_engine.knowledge.speakers import KnownSpeakers, without_names
 from context_engine.search.query import Candidate, ContextQuery, fetch_active
@@ -34,10 +32,6 @@ class VectorLeg:
         self.embedding = embedding
         self.speakers = speakers
 
-    async def query_vector(self, text: str) -> np.ndarray:
-        """The query's vector (a repeated query's is kept by the embedder: CachedQueries)."""
-        return await self.embedding.embedder.embed_query(text)
-
     async def query_text(self, query: str) -> str:
         """What is embedded for `query`: without the speakers' names (when configured)."""
         if self.speakers is None:
@@ -53,7 +47,8 @@ class VectorLeg:
         if not self.embedding.opened:
             raise RuntimeError("the vector index is not open yet")
         since = None if q.hours_back is None else q.as_of - timedelta(hours=q.hours_back)
-        vector = await self.query_vector(await self.query_text(q.query))
+        # a repeated query's vector is kept by the embedder (embed/query_cache.py)
+        vector = await self.embedding.embedder.embed_query(await self.query_text(q.query))
         hits = await self.embedding.store.search(
             self.embedding.search_space,
             vector,
