@@ -51,7 +51,7 @@ async def test_watcher_legs_and_fusion_report_each_run(settings: Settings) -> No
         assert {"subscribers", "backlog", "ring", "persisted"} <= set(stats)
         (pools, *_) = await events_of(engine, C.DRAGON)
         assert pools["process"] == "postgresql" and pools["zone"] == "thinking"
-        assert set(pools["data"]) == {"main", "events"}
+        assert set(pools["data"]) == {"main", "events", "reads", "probe"}
         assert pools["data"]["main"]["size"] >= 1 and "checked_out" in pools["data"]["events"]
 
         # The auth gate: requests let through and refused, counted between two metrics.

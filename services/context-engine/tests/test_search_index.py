@@ -166,7 +166,7 @@ async def both(
     since = None if hours is None else cq.as_of - timedelta(hours=hours)
     async with db.connect() as conn:
         # The index itself, not the fallback: a comparison of PostgreSQL with itself proves nothing.
-        ranked = await Bm25Leg(db, index)._search_index(conn, cq, since, 10_000, {field: field})
+        ranked = await Bm25Leg(db, index)._search_index(cq, since, 10_000, {field: field})
         params = {"query": q, "natural": is_natural(q), "as_of": cq.as_of, "since": since}
         reference = text(_REFERENCE.format(doc=_DOCS[field]))
         via_pg = (await conn.execute(reference, params)).all()

@@ -26,6 +26,10 @@ class Settings(ServiceSettings):
     # observability events, so a burst of events never starves a query (and vice versa).
     db_pool_size: int = Field(default=5, ge=1)
     events_pool_size: int = Field(default=2, ge=1)
+    # Retrieval's own pool (autocommit, store/db.py): a fused search holds up to three
+    # connections at once (the keyword and vector re-checks, what is known about the query),
+    # so 8 concurrent searches want ~24.
+    reads_pool_size: int = Field(default=12, ge=1)
     health_timeout_s: float = Field(default=2.0, gt=0)
     # Apply Alembic migrations at start-up (off when an operator runs them separately:
     # `python -m context_engine.store.migrate`).

@@ -241,10 +241,10 @@ class Runtime:
 
         # 11. Retrieval: the legs, what is known about a query's subjects, the fusion.
         # The speakers heard (and the owner guess), read once for the vector leg and knowledge.
-        self.speakers = KnownSpeakers(self.db.main, ttl_s=s.speaker_names_ttl_s)
+        self.speakers = KnownSpeakers(self.db.reads, ttl_s=s.speaker_names_ttl_s)
         self.knowledge = (
             QueryFacts(
-                self.db.main,
+                self.db.reads,
                 self.graph,
                 self.speakers,
                 owner=s.owner_name,
@@ -255,7 +255,7 @@ class Runtime:
             else None
         )
         self.retriever = Retriever(
-            self.db.main,
+            self.db.reads,
             self._legs(),
             self.recorder,
             params=FusionParams(
@@ -294,14 +294,14 @@ class Runtime:
             if name == "bm25":
                 # Its second ranking (the turn after) unless weighed 0.
                 next_turn = self.settings.leg_weights.get("bm25_next", 1.0) > 0
-                legs.append(Bm25Leg(self.db.main, self.search_index, next_turn=next_turn))
+                legs.append(Bm25Leg(self.db.reads, self.search_index, next_turn=next_turn))
             elif name == "vector" and self.embedding is not None:
                 speakers = self.speakers if self.settings.vector_query_without_speakers else None
-                legs.append(VectorLeg(self.embedding, speakers=speakers))
+                legs.append(VectorLeg(self.embedding, self.db.reads, speakers=speakers))
             elif name == "graph":
                 legs.append(
                     GraphLeg(
-                        self.db.main,
+                        self.db.reads,
                         self.graph,
                         max_entities=self.settings.graph_leg_entities,
                         facts_per_entity=self.settings.graph_leg_facts,
@@ -562,7 +562,7 @@ class Runtime:
         return stats
 
     async def healthy(self) -> bool:
-        return self.ready and await ping(self.db.main, self.settings.health_timeout_s)
+        return self.ready and await ping(self.db.probe, self.settings.health_timeout_s)
 
     async def health(self) -> Health:
         """Ready (PostgreSQL answers, migrations done) and the layers served without."""
@@ -584,7 +584,7 @@ class Runtime:
             probes["jobs"] = jobs
         return await check_health(
             started=self.ready,
-            required=lambda: ping(self.db.main, self.settings.health_timeout_s),
+            required=lambda: ping(self.db.probe, self.settings.health_timeout_s),
             probes=probes,
             outcomes=self.outcomes,
             timeout_s=self.settings.health_timeout_s,

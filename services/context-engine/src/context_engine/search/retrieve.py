@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from sqlalchemy import select, text
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from context_engine.memory.tiers import TIERS, Tier
@@ -45,7 +45,6 @@ from context_engine.search.query import (
     RankingsLeg,
     RetrievalLeg,
 )
-from context_engine.store.models import Entity, EntityMention
 from her_os_shared.creatures import CreatureName
 from her_os_shared.events import EventType
 from her_os_shared.logging import get_logger
@@ -58,31 +57,41 @@ log = get_logger(__name__)
 KnowledgeStatus = Literal["ok", "timeout", "error", "off"]
 
 
-# The highest tier among the entities each segment mentions (current mentions only).
-_SEGMENT_TIERS = text(
+# The entities each segment mentions (current mentions only), for a pool of segments: the
+# results' `entities`, and each candidate's tier (the highest of them) in the same query.
+_SEGMENT_ENTITIES = text(
     """
-    SELECT m.session_id, m.segment_id,
-           max(CASE e.tier WHEN 'L2' THEN 2 WHEN 'L1' THEN 1 ELSE 0 END) AS rank
+    SELECT DISTINCT m.session_id, m.segment_id, e.name, e.type, e.tier
     FROM entity_mentions m
     JOIN unnest(CAST(:sids AS text[]), CAST(:gids AS text[])) AS k(sid, gid)
       ON m.session_id = k.sid AND m.segment_id = k.gid
     JOIN entities e ON e.id = m.entity_id
     WHERE m.current
-    GROUP BY m.session_id, m.segment_id
+    ORDER BY m.session_id, m.segment_id, e.name
     """
 )
 
+Key = tuple[str, str]
 
-async def segment_tiers(
-    conn: AsyncConnection, keys: list[tuple[str, str]]
-) -> dict[tuple[str, str], Tier]:
-    """Each segment's tier; segments mentioning no entity are L0 (absent from the map)."""
+
+async def segment_entities(conn: AsyncConnection, keys: list[Key]) -> dict[Key, list[dict]]:
+    """Each segment's entities ({name, type, tier}); a segment mentioning none is absent."""
     if not keys:
         return {}
     rows = await conn.execute(
-        _SEGMENT_TIERS, {"sids": [s for s, _ in keys], "gids": [g for _, g in keys]}
+        _SEGMENT_ENTITIES, {"sids": [s for s, _ in keys], "gids": [g for _, g in keys]}
     )
-    return {(r.session_id, r.segment_id): TIERS[r.rank] for r in rows}
+    out: dict[Key, list[dict]] = {}
+    for r in rows:
+        out.setdefault((r.session_id, r.segment_id), []).append(
+            {"name": r.name, "type": r.type, "tier": r.tier}
+        )
+    return out
+
+
+def segment_tier(entities: list[dict]) -> Tier:
+    """A segment's tier: the highest of its entities' (L0 when it mentions none)."""
+    return max((e["tier"] for e in entities), key=TIERS.index, default="L0")
 
 
 class AllLegsFailedError(RuntimeError):
@@ -391,9 +400,10 @@ class Retriever:
         knowledge, knowledge_status = await knowing
         tiers = None
         if q.tiers is not None or self.params.needs_tiers:
+            # the whole pool's entities: its tiers now, the results' entities after fusion
             keys = list({(c.session_id, c.segment_id) for cs in ranked.values() for c in cs})
-            async with self.engine.connect() as conn:
-                tiers = await segment_tiers(conn, keys)
+            entities = await self._entities(keys, required=q.tiers is not None)
+            tiers = {key: segment_tier(found) for key, found in entities.items()}
         best = fuse(
             ranked,
             q.limit,
@@ -405,7 +415,8 @@ class Retriever:
             superseded=knowledge.superseded_sources if knowledge else None,
             current=knowledge.current_sources if knowledge else None,
         )
-        entities = await self._entities([(c.session_id, c.segment_id) for c in best])
+        if tiers is None:
+            entities = await self._entities([(c.session_id, c.segment_id) for c in best])
         if self.recorder:
             ms = round((time.perf_counter() - started) * 1000, 1)
             pool = len({(c.session_id, c.segment_id) for cs in ranked.values() for c in cs})
@@ -420,11 +431,7 @@ class Retriever:
         results = [
             {
                 "text": c.text,
-                "tier": max(
-                    (e["tier"] for e in entities.get((c.session_id, c.segment_id), [])),
-                    key=TIERS.index,
-                    default="L0",
-                ),
+                "tier": segment_tier(entities.get((c.session_id, c.segment_id), [])),
                 "source_session": c.session_id,
                 "segment_id": c.segment_id,
                 "timestamp": c.spoken_at,
@@ -436,33 +443,14 @@ class Retriever:
         ]
         return ContextResult(results, status, knowledge, knowledge_status)
 
-    async def _entities(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], list[dict]]:
-        if not keys:
-            return {}
-        out: dict[tuple[str, str], list[dict]] = {}
+    async def _entities(self, keys: list[Key], *, required: bool = False) -> dict[Key, list[dict]]:
+        """The segments' entities; on failure none (they enrich results and their absence must
+        not fail them), unless `required` (a tier filter cannot be applied without them)."""
         try:
             async with self.engine.connect() as conn:
-                rows = await conn.execute(
-                    select(
-                        EntityMention.session_id,
-                        EntityMention.segment_id,
-                        Entity.name,
-                        Entity.type,
-                        Entity.tier,
-                    )
-                    .join(Entity, Entity.id == EntityMention.entity_id)
-                    .where(
-                        EntityMention.session_id.in_({s for s, _ in keys}),
-                        EntityMention.segment_id.in_({g for _, g in keys}),
-                        EntityMention.current,
-                    )
-                    .distinct()
-                )
-                for sid, gid, name, etype, tier in rows:
-                    if (sid, gid) in keys:
-                        out.setdefault((sid, gid), []).append(
-                            {"name": name, "type": etype, "tier": tier}
-                        )
-        except Exception as exc:  # entities enrich results; their absence must not fail them
+                return await segment_entities(conn, keys)
+        except Exception as exc:
+            if required:
+                raise
             log.warning("retrieve.entities_failed", error=repr(exc)[:300])
-        return out
+            return {}

@@ -1,4 +1,4 @@
-"""PostgreSQL access: the engine's two async SQLAlchemy pools, and the job queue's DSN."""
+"""PostgreSQL access: the engine's async SQLAlchemy pools, and the job queue's DSN."""
 
 from __future__ import annotations
 
@@ -16,18 +16,29 @@ from context_engine.config import Settings
 
 @dataclass(frozen=True, slots=True)
 class Databases:
-    """`main` serves the API, ingestion and jobs; `events` only writes observability events."""
+    """`main` serves the API, ingestion and jobs; `events` only writes observability events;
+    `reads` serves retrieval (/v1/context and what it reads: one statement at a time, in
+    autocommit, no ping on checkout: a search makes several short queries and each
+    transaction's BEGIN/ROLLBACK and each checkout's ping were a round trip of their own —
+    docs/benchmarks.md); `probe` is /health's own connection, so a health check never waits
+    for a connection behind searches."""
 
     main: AsyncEngine
     events: AsyncEngine
+    reads: AsyncEngine
+    probe: AsyncEngine
+
+    def _all(self) -> dict[str, AsyncEngine]:
+        return {"main": self.main, "events": self.events, "reads": self.reads,
+                "probe": self.probe}  # fmt: skip
 
     async def dispose(self) -> None:
-        await self.main.dispose()
-        await self.events.dispose()
+        for engine in self._all().values():
+            await engine.dispose()
 
     def stats(self) -> dict[str, dict[str, int]]:
         """How busy each pool is (the dragon creature's metric)."""
-        return {"main": pool_stats(self.main), "events": pool_stats(self.events)}
+        return {name: pool_stats(engine) for name, engine in self._all().items()}
 
 
 def pool_stats(engine: AsyncEngine) -> dict[str, int]:
@@ -42,12 +53,21 @@ def pool_stats(engine: AsyncEngine) -> dict[str, int]:
     return stats
 
 
-def create_engine(settings: Settings, pool_size: int | None = None) -> AsyncEngine:
+def create_engine(
+    settings: Settings, pool_size: int | None = None, *, reads: bool = False
+) -> AsyncEngine:
+    """A pool. `reads`: autocommit (no BEGIN/ROLLBACK around each statement) and no ping on
+    checkout — a connection PostgreSQL dropped fails its one statement, which makes SQLAlchemy
+    invalidate the pool's older connections, so the next checkout is a fresh one (a search
+    leg reports that one failure; retrieval degrades, as for any failing leg)."""
+    size = pool_size or settings.db_pool_size
+    extra: dict[str, object] = {"isolation_level": "AUTOCOMMIT"} if reads else {}
     return create_async_engine(
         settings.database_url.get_secret_value(),
-        pool_size=pool_size or settings.db_pool_size,
-        max_overflow=pool_size or settings.db_pool_size,
-        pool_pre_ping=True,
+        pool_size=size,
+        max_overflow=size,
+        pool_pre_ping=not reads,
+        **extra,
         # asyncpg prepares every statement; after five runs PostgreSQL may switch a statement
         # to a generic plan, which cannot see how selective a tsquery or a time window is and
         # scans the whole spoken_at index instead (docs/benchmarks.md). Plan every execution.
@@ -59,6 +79,8 @@ def create_databases(settings: Settings) -> Databases:
     return Databases(
         main=create_engine(settings),
         events=create_engine(settings, pool_size=settings.events_pool_size),
+        reads=create_engine(settings, pool_size=settings.reads_pool_size, reads=True),
+        probe=create_engine(settings, pool_size=1),
     )
 
 

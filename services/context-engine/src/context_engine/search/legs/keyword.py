@@ -30,6 +30,7 @@ from context_engine.index.keyword import SegmentSearchIndex
 from context_engine.search.query import Candidate, ContextQuery, fetch_active
 from her_os_shared.creatures import CreatureName
 from her_os_shared.logging import get_logger
+from her_os_shared.memo import AsyncLRU
 
 log = get_logger(__name__)
 
@@ -51,6 +52,9 @@ _SEARCH = text(
 )
 _PARSE = text("SELECT websearch_to_tsquery('english', :query)::text")
 MAX_PAGES = 4
+# Queries whose PostgreSQL parse is kept (a round trip saved for each repeat: Annie's
+# lookahead and briefings, an agent paging through results).
+PARSES_KEPT = 4096
 # Search syntax: a quoted phrase or an excluded word (`-word`).
 _SYNTAX = re.compile(r'"|(?:^|\s)-\w')
 
@@ -77,6 +81,7 @@ class Bm25Leg:
         self.engine = engine
         self.index = index
         self.next_turn = next_turn
+        self._parsed: AsyncLRU[str, str] = AsyncLRU(PARSES_KEPT)
 
     async def search(self, q: ContextQuery, k: int) -> list[Candidate]:
         return (await self._rankings(q, k, next_turn=False))[self.name]
@@ -89,13 +94,22 @@ class Bm25Leg:
         self, q: ContextQuery, k: int, *, next_turn: bool
     ) -> dict[str, list[Candidate]]:
         since = None if q.hours_back is None else q.as_of - timedelta(hours=q.hours_back)
+        if self.index is not None and self.index.ready:
+            fields = {"lex": self.name, **({"lex_next": NEXT} if next_turn else {})}
+            found = await self._search_index(q, since, k, fields)
+            if found is not None:
+                return found
         async with self.engine.connect() as conn:
-            if self.index is not None and self.index.ready:
-                fields = {"lex": self.name, **({"lex_next": NEXT} if next_turn else {})}
-                found = await self._search_index(conn, q, since, k, fields)
-                if found is not None:
-                    return found
             return {self.name: await self._search_postgres(conn, q, since, k)}
+
+    async def _parse(self, query: str) -> str:
+        """PostgreSQL's parse of `query` (websearch_to_tsquery, English), kept for repeats."""
+
+        async def parse() -> str:
+            async with self.engine.connect() as conn:
+                return (await conn.execute(_PARSE, {"query": query})).scalar() or ""
+
+        return await self._parsed.get(query, parse)
 
     async def _search_postgres(
         self, conn: AsyncConnection, q: ContextQuery, since: object, k: int
@@ -117,17 +131,17 @@ class Bm25Leg:
 
     async def _search_index(
         self,
-        conn: AsyncConnection,
         q: ContextQuery,
         since: datetime | None,
         k: int,
         fields: dict[str, str],
     ) -> dict[str, list[Candidate]] | None:
         """Each index field's ranking (field → ranking name), its hits re-checked in
-        PostgreSQL together; None when this query should go to PostgreSQL instead."""
+        PostgreSQL together; None when this query should go to PostgreSQL instead. No
+        connection is held while the index searches (a worker thread's milliseconds)."""
         index = self.index
         assert index is not None
-        parsed = (await conn.execute(_PARSE, {"query": q.query})).scalar() or ""
+        parsed = await self._parse(q.query)
         try:
             node = tsquery.parse(parsed)
             if node is None:  # only stopwords: nothing matches, as in PostgreSQL
@@ -156,7 +170,8 @@ class Bm25Leg:
             hits = await asyncio.to_thread(search)
             keys = {f: [tuple(key.split("/", 1)) for key, _ in hits[f]] for f in left}
             every = list(dict.fromkeys(key for f in left for key in keys[f]))
-            by_key = await fetch_active(conn, every, q.as_of, since)  # type: ignore[arg-type]
+            async with self.engine.connect() as conn:
+                by_key = await fetch_active(conn, every, q.as_of, since)  # type: ignore[arg-type]
             for f in list(left):
                 for key, (_, score) in zip(keys[f], hits[f], strict=True):
                     r = by_key.get(key)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from context_engine.index.segment_vectors import SegmentEmbedding
 from context_engine.knowledge.speakers import KnownSpeakers, without_names
 from context_engine.search.query import Candidate, ContextQuery, fetch_active
@@ -27,9 +29,15 @@ class VectorLeg:
     creature = CreatureName.SHARK
 
     def __init__(
-        self, embedding: SegmentEmbedding, *, speakers: KnownSpeakers | None = None
+        self,
+        embedding: SegmentEmbedding,
+        engine: AsyncEngine | None = None,
+        *,
+        speakers: KnownSpeakers | None = None,
     ) -> None:
         self.embedding = embedding
+        # the re-check's pool (the engine's read pool); the embedding's own by default
+        self.engine = engine or embedding.engine
         self.speakers = speakers
 
     async def query_text(self, query: str) -> str:
@@ -58,7 +66,7 @@ class VectorLeg:
             spoken_after=since,
         )
         keys = [(str(h.key[0]), str(h.key[1])) for h in hits]
-        async with self.embedding.engine.connect() as conn:
+        async with self.engine.connect() as conn:
             rows = await fetch_active(conn, keys, q.as_of, since)
         out = []
         for key, hit in zip(keys, hits, strict=True):
