@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 import wave
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -146,6 +146,7 @@ class Config:
     turns: int = 10  # bench: measured voice turns
     connects: int = 10  # bench: connects whose briefing is timed
     gap_s: float = 9.0  # silence after the question in the fake microphone's loop
+    load_clients: int = 0  # bench: clients searching the engine meanwhile (their own process)
 
 
 @dataclass
@@ -161,6 +162,7 @@ class Result:
     briefing_ms: list[int] = field(default_factory=list)
     connect_to_briefing_ms: list[float] = field(default_factory=list)
     setup_s: dict[str, float] = field(default_factory=dict)
+    load: dict[str, Any] = field(default_factory=dict)  # the background searches' summary
 
 
 def speak_question(path: Path, gap_s: float) -> float:
@@ -441,6 +443,31 @@ async def bench(page: Any, config: Config, result: Result) -> None:
         result.connect_to_briefing_ms.append(round(briefing["wall"] - clicked, 1))
 
 
+@contextlib.contextmanager
+def search_load(engine_url: str, work: Path, clients: int, result: Result) -> Iterator[None]:
+    """`clients` searching the engine while the block runs: bench/voice/search_load.py in a
+    process of its own (its threads would otherwise take the GIL from Annie's event loop);
+    its summary lands in `result.load`."""
+    if not clients:
+        yield
+        return
+    from engine_harness import TOKEN
+
+    out = work / "load.json"
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench/voice/search_load.py"), "--url", engine_url,
+         "--out", str(out), "--clients", str(clients)],
+        env={**os.environ, "LOAD_TOKEN": TOKEN},
+    )  # fmt: skip
+    try:
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        if out.is_file():
+            result.load = json.loads(out.read_text())
+
+
 async def scenario(config: Config) -> Result:
     from playwright.async_api import async_playwright
 
@@ -470,7 +497,8 @@ async def scenario(config: Config) -> Result:
                     if config.mode == "answer":
                         await ask_once(page, result, work)
                     else:
-                        await bench(page, config, result)
+                        with search_load(engine_url, work, config.load_clients, result):
+                            await bench(page, config, result)
                     await page.screenshot(path=str(work / "voice.png"))
                 finally:
                     await browser.close()

@@ -126,6 +126,12 @@ TARGET_FUSED_P95_MS = 60.0  # at 1M segments, 2 cores
 TARGET_RATIO = 2.0  # fused p95 / BM25-only p95, same run
 TARGET_VECTOR_P95_MS = 10.0  # vector leg, at 1M
 TARGET_SEGMENTS = 1_000_000
+# Many readers at once (issue 37), at 1M segments on 2 cores:
+TARGET_ONE_P95_MS = 50.0  # 1 client, fused
+TARGET_MANY_CLIENTS = 8
+TARGET_MANY_P95_MS = 100.0  # 8 clients, fused
+TARGET_MANY_QPS = 80.0
+TARGET_HEALTH_P95_MS = 10.0  # GET /health while 8 clients search
 JITTER = 0.5  # vector_latency.py's default: times the LoCoMo turns' covariance
 DEFAULTS = Settings.model_fields
 LIMIT = DEFAULTS["context_default_limit"].default  # 5: what a request without limit gets
@@ -242,6 +248,35 @@ class Variant:
     legs: str | None = None
     limit: int = LIMIT
 
+    @property
+    def mcp(self) -> bool:
+        return self.path == "/mcp"
+
+
+HEALTH_UNDER_LOAD = "GET /health while fused requests run"
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+PROBE_EVERY_S = 0.05  # the health prober's pace beside the fused clients
+
+
+def mcp_call(q: Query, limit: int) -> dict[str, Any]:
+    """One JSON-RPC `tools/call` of search_memory (the engine's /mcp is stateless: no
+    initialize needed), the same query and window as the REST variants."""
+    args: dict[str, Any] = {"query": q.query, "limit": limit}
+    if q.hours_back is not None:
+        args["hours_back"] = q.hours_back
+    return {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "search_memory", "arguments": args}}  # fmt: skip
+
+
+def mcp_outcome(r: httpx.Response) -> tuple[bool, int]:
+    """Whether an MCP search answered with every leg ok, and how many memories."""
+    if r.status_code != 200:
+        return False, 0
+    result = r.json().get("result") or {}
+    found = result.get("structuredContent") or {}
+    ok = not result.get("isError") and not found.get("degraded")
+    return ok, len(found.get("results", []))
+
 
 @dataclass
 class Sample:
@@ -260,6 +295,7 @@ def variants(pool: int) -> list[Variant]:
         Variant(f"bm25 only, limit {depth}", legs="bm25", limit=depth),
         Variant(f"vector only, limit {depth}", legs="vector", limit=depth),
         Variant("GET /health (HTTP floor)", path="/health"),
+        Variant("fused via MCP search_memory", path="/mcp"),
     ]
 
 
@@ -280,14 +316,17 @@ def run_phase(
     bar: Progress,
     task: Any,
     errors: list[str],
+    health: list[Sample] | None = None,
 ) -> tuple[list[Sample], float]:
     """The query set through `clients` concurrent clients (threads, one request at a time
-    each); returns the samples and the wall time."""
+    each); returns the samples and the wall time. With `health`, one more thread asks
+    `GET /health` every PROBE_EVERY_S while they run and adds its samples there."""
     todo: queue.SimpleQueue[Query] = queue.SimpleQueue()
     for q in qs:
         todo.put(q)
     samples: list[Sample] = []
     lock = threading.Lock()
+    done = threading.Event()
 
     def client() -> None:
         with httpx.Client(base_url=engine.base_url, headers=engine.headers, timeout=60) as http:
@@ -296,12 +335,18 @@ def run_phase(
                     q = todo.get_nowait()
                 except queue.Empty:
                     return
-                params = None if v.path == "/health" else request_params(v, q)
                 t = time.perf_counter()
-                r = http.get(v.path, params=params)
+                if v.mcp:
+                    r = http.post(v.path, json=mcp_call(q, v.limit), headers=MCP_HEADERS)
+                elif v.path == "/health":
+                    r = http.get(v.path)
+                else:
+                    r = http.get(v.path, params=request_params(v, q))
                 ms = (time.perf_counter() - t) * 1000
                 ok, n = r.status_code == 200, 0
-                if ok and v.path != "/health":
+                if v.mcp:
+                    ok, n = mcp_outcome(r)
+                elif ok and v.path != "/health":
                     body = r.json()
                     n = len(body["results"])
                     ok = all(s == "ok" for s in body["legs"].values())
@@ -311,13 +356,29 @@ def run_phase(
                         errors.append(f"{v.name}: HTTP {r.status_code} {r.text[:300]}")
                 bar.advance(task)
 
+    def prober() -> None:
+        assert health is not None
+        with httpx.Client(base_url=engine.base_url, timeout=60) as http:
+            while not done.wait(PROBE_EVERY_S):
+                t = time.perf_counter()
+                r = http.get("/health")
+                health.append(Sample("health", (time.perf_counter() - t) * 1000,
+                                     r.status_code == 200, 0))  # fmt: skip
+
     threads = [threading.Thread(target=client) for _ in range(clients)]
+    probe = threading.Thread(target=prober) if health is not None else None
     t0 = time.perf_counter()
+    if probe is not None:
+        probe.start()
     for th in threads:
         th.start()
     for th in threads:
         th.join()
-    return samples, time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    done.set()
+    if probe is not None:
+        probe.join()
+    return samples, wall
 
 
 def measure(
@@ -346,10 +407,77 @@ def measure(
                 for i in range(len(vs)):
                     v = vs[(b + i) % len(vs)]
                     bar.update(task, description=f"{clients} client(s): {v.name}")
-                    got, wall = run_phase(engine, v, block, clients, bar, task, errors)
+                    probed: list[Sample] | None = [] if v is vs[0] else None  # fused, REST
+                    got, wall = run_phase(engine, v, block, clients, bar, task, errors, probed)
                     samples[clients, v.name] += got
                     walls[clients, v.name] += wall
+                    if probed is not None:
+                        samples[clients, HEALTH_UNDER_LOAD] += probed
+                        walls[clients, HEALTH_UNDER_LOAD] += wall
     return {key: (samples[key], walls[key]) for key in samples}, errors
+
+
+@dataclass
+class Soak:
+    clients: int
+    seconds: float
+    samples: list[Sample]
+    wall: float
+    statuses: Counter[int]
+    rss_mb: list[float]  # the engine's resident memory, once a second
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process (Linux /proc), MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def soak(
+    engine: EngineProcess, fused: Variant, qs: list[Query], clients: int, seconds: float
+) -> Soak:
+    """`clients` clients sending fused requests (the query set, round and round) for
+    `seconds`: every status counted (a 503 of the overload gate is an error here), the engine's
+    memory sampled each second."""
+    assert engine.proc is not None
+    pid = engine.proc.pid
+    samples: list[Sample] = []
+    statuses: Counter[int] = Counter()
+    memory = [rss_mb(pid)]
+    lock = threading.Lock()
+    stop = time.monotonic() + seconds
+
+    def client(first: int) -> None:
+        with httpx.Client(base_url=engine.base_url, headers=engine.headers, timeout=60) as http:
+            i = first
+            while time.monotonic() < stop:
+                q = qs[i % len(qs)]
+                i += 1
+                t = time.perf_counter()
+                r = http.get(fused.path, params=request_params(fused, q))
+                ms = (time.perf_counter() - t) * 1000
+                ok = r.status_code == 200 and all(s == "ok" for s in r.json()["legs"].values())
+                with lock:
+                    samples.append(Sample(q.kind, ms, ok, 0))
+                    statuses[r.status_code] += 1
+
+    threads = [
+        threading.Thread(target=client, args=(n * len(qs) // clients,)) for n in range(clients)
+    ]
+    t0 = time.perf_counter()
+    for th in threads:
+        th.start()
+    with progress(spinner=True) as bar:
+        task = bar.add_task(f"{clients} clients for {seconds:.0f} s", total=int(seconds))
+        while any(th.is_alive() for th in threads):
+            time.sleep(1.0)
+            memory.append(rss_mb(pid))
+            bar.advance(task)
+    for th in threads:
+        th.join()
+    return Soak(clients, seconds, samples, time.perf_counter() - t0, statuses, memory)
 
 
 def profile_fused(
@@ -500,6 +628,12 @@ def report(
                 f"{len(samples) / wall:,.0f}", "" if v.path == "/health" else f"{mean:.2f}",
                 str(sum(not s.ok for s in samples)),
             )  # fmt: skip
+        if (clients, HEALTH_UNDER_LOAD) in results:
+            samples, wall = results[clients, HEALTH_UNDER_LOAD]
+            table.add_row(
+                HEALTH_UNDER_LOAD, str(len(samples)), *ms_row([s.ms for s in samples]),
+                f"{len(samples) / wall:,.0f}", "", str(sum(not s.ok for s in samples)),
+            )  # fmt: skip
         console.print(table)
     first = client_counts[0]
     shown = [v for v in vs if v.path != "/health" and v.limit == LIMIT]
@@ -552,6 +686,55 @@ def report(
         )
 
 
+def report_readers(
+    results: dict[tuple[int, str], tuple[list[Sample], float]],
+    vs: list[Variant],
+    client_counts: list[int],
+    soaked: Soak | None,
+) -> None:
+    """Many readers at once: fused over REST and over MCP, /health beside them, the soak."""
+    fused = vs[0].name
+    via_mcp = next(v.name for v in vs if v.mcp)
+    console.rule("many readers at once (issue 37)")
+
+    def figures(key: tuple[int, str]) -> tuple[float, float, int]:
+        samples, wall = results[key]
+        return p95(samples), len(samples) / wall, sum(not s.ok for s in samples)
+
+    for clients in client_counts:
+        f95, fqps, _ = figures((clients, fused))
+        m95, mqps, merr = figures((clients, via_mcp))
+        h95, _, _ = figures((clients, HEALTH_UNDER_LOAD))
+        console.print(
+            f"{clients} client(s): fused REST p95 {f95:.1f} ms at {fqps:.0f}/s; through /mcp "
+            f"(search_memory) p95 {m95:.1f} ms at {mqps:.0f}/s ({merr} errors); GET /health "
+            f"beside them p95 {h95:.1f} ms"
+        )
+        if clients == 1:
+            verdict(f"fused p95 ≤ {TARGET_ONE_P95_MS:.0f} ms", f95 <= TARGET_ONE_P95_MS, 1)
+        if clients == TARGET_MANY_CLIENTS:
+            verdict(f"fused p95 ≤ {TARGET_MANY_P95_MS:.0f} ms", f95 <= TARGET_MANY_P95_MS, clients)
+            verdict(f"fused ≥ {TARGET_MANY_QPS:.0f} requests/s", fqps >= TARGET_MANY_QPS, clients)
+            verdict(
+                f"GET /health p95 ≤ {TARGET_HEALTH_P95_MS:.0f} ms under the fused load",
+                h95 <= TARGET_HEALTH_P95_MS,
+                clients,
+            )
+    if soaked is not None:
+        ms = [s.ms for s in soaked.samples]
+        errors = sum(not s.ok for s in soaked.samples)
+        statuses = ", ".join(f"{code}: {n:,}" for code, n in sorted(soaked.statuses.items()))
+        console.print(
+            f"{soaked.clients} clients for {soaked.seconds:.0f} s (fused): {len(ms):,} requests "
+            f"at {len(ms) / soaked.wall:.0f}/s; p50 {percentile(ms, 50):.1f}, p95 "
+            f"{percentile(ms, 95):.1f}, p99 {percentile(ms, 99):.1f}, max {max(ms):.1f} ms; "
+            f"HTTP {statuses}; {errors} errors; engine resident memory "
+            f"{soaked.rss_mb[0]:,.0f} MB before, peak {max(soaked.rss_mb):,.0f}, after "
+            f"{soaked.rss_mb[-1]:,.0f} MB"
+        )
+        verdict("no errors", errors == 0, soaked.clients)
+
+
 def verdict(what: str, ok: bool, clients: int) -> None:
     mark = "[green]PASS[/green]" if ok else "[red]FAIL[/red]"
     console.print(f"  {mark}  {what}  [{clients} client(s)]")
@@ -588,6 +771,10 @@ def main(
     profile_queries: Annotated[
         int, typer.Option(min=1, help="fused requests sampled by each py-spy run")
     ] = 480,
+    soak_clients: Annotated[
+        int, typer.Option(min=0, help="clients of the soak after the measurement (0: none)")
+    ] = 32,
+    soak_seconds: Annotated[float, typer.Option(min=1, help="length of the soak")] = 60.0,
     query_cache: Annotated[
         int | None,
         typer.Option(
@@ -691,6 +878,9 @@ def main(
                 if v["status"] != "ready" or v["embedded"] != before["segments"]["active"]:
                     console.print("[red]the vector space is not complete: figures not valid[/red]")
                 results, errors = measure(engine, vs, qs, warm, client_counts)
+                soaked = (
+                    soak(engine, vs[0], qs, soak_clients, soak_seconds) if soak_clients else None
+                )
                 profiled = None
                 if profile is not None:
                     profiled = profile_fused(
@@ -705,6 +895,7 @@ def main(
 
     check_engine(engine_log, before, after, jobs_seen, sizes_disk)
     report(results, vs, client_counts, segments, parts)
+    report_readers(results, vs, client_counts, soaked)
     if profiled is not None:
         report_profile(*profiled, max(client_counts))
     if errors:

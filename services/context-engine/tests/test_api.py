@@ -474,6 +474,14 @@ async def test_ingest(engine: Engine, settings: Settings) -> None:
 
     detail = (await engine.get("/v1/sessions/s1")).json()
     assert [s["segment_id"] for s in detail["segments"]] == ["g1", "g2", "g3", "g4"]
+    # A page of a long session: from `offset`, at most `limit`; the count stays the whole's.
+    page = (await engine.get("/v1/sessions/s1", offset=1, limit=2)).json()
+    assert [s["segment_id"] for s in page["segments"]] == ["g2", "g3"]
+    assert page["segments_count"] == 4
+    past = (await engine.get("/v1/sessions/s1", offset=9)).json()
+    assert past["segments"] == [] and past["segments_count"] == 4
+    for bad in ({"limit": 0}, {"limit": 1001}, {"offset": -1}):
+        assert (await engine.get("/v1/sessions/s1", **bad)).status_code == 422
 
 
 @pytest.mark.parametrize(

@@ -52,6 +52,7 @@ from context_engine.vectors.factory import make_vector_store
 from her_os_shared.creatures import CreatureName
 from her_os_shared.events import EventType
 from her_os_shared.logging import get_logger
+from her_os_shared.memo import AsyncLRU
 from her_os_shared.retry import retry_until_done
 
 if TYPE_CHECKING:
@@ -281,6 +282,7 @@ class Runtime:
         self.started = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._jobs_open = False
+        self._health_checks: AsyncLRU[str, Health] = AsyncLRU(0)  # shared, never kept
         self._stopping = asyncio.Event()
         self._watching = False
         self._watching_events = False
@@ -565,7 +567,11 @@ class Runtime:
         return self.ready and await ping(self.db.probe, self.settings.health_timeout_s)
 
     async def health(self) -> Health:
-        """Ready (PostgreSQL answers, migrations done) and the layers served without."""
+        """Ready (PostgreSQL answers, migrations done) and the layers served without. Checks
+        asked while one runs share it (probes, the dashboard, /v1/stats)."""
+        return await self._health_checks.get("health", self._check_health)
+
+    async def _check_health(self) -> Health:
         probes: dict[str, Probe] = {}
         if self.graph is not None:
             probes["graph"] = self.graph.healthy

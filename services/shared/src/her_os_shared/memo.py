@@ -5,7 +5,8 @@ key share a single call (`AsyncLRU`). Used where a request repeats work it did m
 `await lru.get(key, compute)`: the kept value, else the running call for that key, else a
 new `compute()`. The call is shielded, so a caller that gives up (a timeout cancelling it)
 leaves it to the others waiting on the same key; a failed or cancelled call is not kept (the
-next caller tries again). `size=0` keeps nothing and shares nothing."""
+next caller tries again). `size=0` keeps nothing: only callers that overlap share a call (a
+health check asked by several probes at once is run once)."""
 
 from __future__ import annotations
 
@@ -32,8 +33,6 @@ class AsyncLRU(Generic[K, V]):
         return len(self._kept)
 
     async def get(self, key: K, compute: Callable[[], Awaitable[V]]) -> V:
-        if self.size == 0:
-            return await compute()
         if key in self._kept:
             self._kept.move_to_end(key)
             self.hits += 1
@@ -52,6 +51,8 @@ class AsyncLRU(Generic[K, V]):
         self._pending.pop(key, None)
         if done.cancelled() or done.exception() is not None:
             return  # exception() also marks it retrieved when every caller gave up
+        if self.size == 0:
+            return
         self._kept[key] = done.result()
         if len(self._kept) > self.size:
             self._kept.popitem(last=False)

@@ -131,8 +131,15 @@ async def list_sessions(
 
 
 async def get_session(
-    conn: AsyncConnection, session_id: str, *, include_replaced: bool = False
+    conn: AsyncConnection,
+    session_id: str,
+    *,
+    include_replaced: bool = False,
+    offset: int = 0,
+    limit: int | None = None,
 ) -> dict[str, Any] | None:
+    """The session with its segments in order (from `offset`, at most `limit` of them: a page
+    of a long session is read without reading the rest) and its stages."""
     row = (
         await conn.execute(
             select(Session.__table__, _active_count.label("active")).where(
@@ -145,7 +152,8 @@ async def get_session(
     q = select(Segment.__table__).where(Segment.session_id == session_id)
     if not include_replaced:
         q = q.where(Segment.replaced_by.is_(None))
-    segments = await conn.execute(q.order_by(Segment.start_s, Segment.segment_id))
+    q = q.order_by(Segment.start_s, Segment.segment_id).offset(offset)
+    segments = await conn.execute(q if limit is None else q.limit(limit))
     stages = await conn.execute(
         select(SessionStage.__table__)
         .where(SessionStage.session_id == session_id)

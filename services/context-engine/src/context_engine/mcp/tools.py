@@ -325,9 +325,10 @@ class MemoryTools:
     ) -> EpisodeResult:
         """One conversation's transcript: who said what, in order. Long ones come in pages:
         pass next_offset as offset for the rest."""
-        body = await self._get(f"/v1/sessions/{path_id(session_id)}")
-        segments = body["segments"]
-        page = segments[offset : offset + max_segments]
+        body = await self._get(
+            f"/v1/sessions/{path_id(session_id)}", {"offset": offset, "limit": max_segments}
+        )
+        page, total = body["segments"], body["segments_count"]  # only the page is read
         lines = [
             Line(
                 segment_id=s["segment_id"],
@@ -341,9 +342,9 @@ class MemoryTools:
         ]
         result = bound(
             EpisodeResult(
-                message=f"segments {offset + 1}-{offset + len(lines)} of {len(segments)}"
+                message=f"segments {offset + 1}-{offset + len(lines)} of {total}"
                 if lines
-                else f"no segments from {offset} (the session has {len(segments)})",
+                else f"no segments from {offset} (the session has {total})",
                 episode=Episode.from_rest(body),
                 segments=lines,
                 offset=offset,
@@ -351,7 +352,7 @@ class MemoryTools:
             )
         )
         after = offset + len(result.segments)
-        result.next_offset = after if after < len(segments) else None
+        result.next_offset = after if after < total else None
         return result
 
     async def get_daily_reflection(

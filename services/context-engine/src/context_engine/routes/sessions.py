@@ -43,9 +43,17 @@ async def get_session(
     include_replaced: Annotated[
         bool, Query(description="also list fast-path segments a sweep replaced")
     ] = False,
+    offset: Annotated[
+        int, Query(ge=0, le=PG_BIGINT_MAX, description="first segment to list (0-based)")
+    ] = 0,
+    limit: Annotated[
+        int | None, Query(ge=1, le=1000, description="segments to list at most (default all)")
+    ] = None,
 ) -> SessionDetail:
     async with db.connect() as conn:
-        found = await sessions.get_session(conn, session_id, include_replaced=include_replaced)
+        found = await sessions.get_session(
+            conn, session_id, include_replaced=include_replaced, offset=offset, limit=limit
+        )
     if found is None:
         raise HTTPException(status_code=404, detail=f"no session {session_id}")
     return SessionDetail.model_validate(found)

@@ -54,19 +54,24 @@ def pool_stats(engine: AsyncEngine) -> dict[str, int]:
 
 
 def create_engine(
-    settings: Settings, pool_size: int | None = None, *, reads: bool = False
+    settings: Settings,
+    pool_size: int | None = None,
+    *,
+    autocommit: bool = False,
+    ping_on_checkout: bool = True,
 ) -> AsyncEngine:
-    """A pool. `reads`: autocommit (no BEGIN/ROLLBACK around each statement) and no ping on
-    checkout — a connection PostgreSQL dropped fails its one statement, which makes SQLAlchemy
-    invalidate the pool's older connections, so the next checkout is a fresh one (a search
-    leg reports that one failure; retrieval degrades, as for any failing leg)."""
+    """A pool. `autocommit`: no BEGIN/ROLLBACK around each statement (for pools that only
+    read, a statement at a time). Without `ping_on_checkout` a connection PostgreSQL dropped
+    fails its one statement, which makes SQLAlchemy invalidate the pool's older connections,
+    so the next checkout is a fresh one (a search leg reports that one failure; retrieval
+    degrades as for any failing leg)."""
     size = pool_size or settings.db_pool_size
-    extra: dict[str, object] = {"isolation_level": "AUTOCOMMIT"} if reads else {}
+    extra: dict[str, object] = {"isolation_level": "AUTOCOMMIT"} if autocommit else {}
     return create_async_engine(
         settings.database_url.get_secret_value(),
         pool_size=size,
         max_overflow=size,
-        pool_pre_ping=not reads,
+        pool_pre_ping=ping_on_checkout,
         **extra,
         # asyncpg prepares every statement; after five runs PostgreSQL may switch a statement
         # to a generic plan, which cannot see how selective a tsquery or a time window is and
@@ -79,8 +84,12 @@ def create_databases(settings: Settings) -> Databases:
     return Databases(
         main=create_engine(settings),
         events=create_engine(settings, pool_size=settings.events_pool_size),
-        reads=create_engine(settings, pool_size=settings.reads_pool_size, reads=True),
-        probe=create_engine(settings, pool_size=1),
+        reads=create_engine(
+            settings, settings.reads_pool_size, autocommit=True, ping_on_checkout=False
+        ),
+        # pinged on checkout: a health check after a PostgreSQL restart is not failed by the
+        # connection the restart broke
+        probe=create_engine(settings, 1, autocommit=True),
     )
 
 

@@ -401,17 +401,15 @@ class EdgeVectorStore(VectorStore):
 
     async def spaces(self) -> list[str]:
         self._pools()
-
-        def listing() -> list[str]:
-            if not self.directory.is_dir():
-                return []
-            return sorted(
-                p.name
-                for p in self.directory.iterdir()
-                if p.name.startswith(f"{self.prefix}_") and (p / CURRENT).is_file()
-            )
-
-        return await self._read(listing)
+        # Listed here, not in the reader threads: a directory of a few entries takes
+        # microseconds, and /health asks for it — it must not queue behind searches.
+        if not self.directory.is_dir():
+            return []
+        return sorted(
+            p.name
+            for p in self.directory.iterdir()
+            if p.name.startswith(f"{self.prefix}_") and (p / CURRENT).is_file()
+        )
 
     async def drop_space(self, space: SpaceName | str) -> None:
         name = self.name_of(space)
