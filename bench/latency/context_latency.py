@@ -775,6 +775,10 @@ def main(
         int, typer.Option(min=0, help="clients of the soak after the measurement (0: none)")
     ] = 32,
     soak_seconds: Annotated[float, typer.Option(min=1, help="length of the soak")] = 60.0,
+    setting: Annotated[
+        list[str] | None,
+        typer.Option(help="an engine setting for this run, NAME=VALUE (CONTEXT_ENGINE_NAME)"),
+    ] = None,
     query_cache: Annotated[
         int | None,
         typer.Option(
@@ -862,7 +866,10 @@ def main(
                     if query_cache is None
                     else {"CONTEXT_ENGINE_QUERY_EMBEDDING_CACHE": str(query_cache)}
                 ),
+                **dict(engine_setting(s) for s in setting or []),
             }
+            if setting:
+                console.print(f"engine settings for this run: {', '.join(setting)}")
             engine = EngineProcess(
                 url, root / "transcripts", root / "events", root / "engine.log", extra_env
             )
@@ -905,6 +912,14 @@ def main(
     report_log(engine_log)
     report_log(logs.events, "log of the loading (this process)")
     print_footer(pg)
+
+
+def engine_setting(text: str) -> tuple[str, str]:
+    """`searches_running=2` → ("CONTEXT_ENGINE_SEARCHES_RUNNING", "2")."""
+    name, sep, value = text.partition("=")
+    if not sep or name.strip().lower() not in DEFAULTS:
+        raise typer.BadParameter(f"--setting {text!r}: NAME=VALUE with NAME an engine setting")
+    return f"CONTEXT_ENGINE_{name.strip().upper()}", value
 
 
 def check_engine(

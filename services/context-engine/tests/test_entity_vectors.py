@@ -16,6 +16,7 @@ from engine_harness import Engine, eventually, ingest, query, start_engine, writ
 from sqlalchemy import text
 
 from context_engine.config import Settings
+from context_engine.index import vector_todo
 from context_engine.vectors.base import point_id
 
 pytestmark = pytest.mark.platform
@@ -164,3 +165,95 @@ async def test_without_the_vector_index_entity_search_says_why(settings: Setting
         r = await engine.get("/v1/entities/search", query="Priya")
         assert r.status_code == 503
         assert "CONTEXT_ENGINE_VECTOR_INDEX_ENABLED" in r.json()["detail"]
+
+
+async def execute(engine: Engine, sql: str, **params: object) -> None:
+    async with engine.runtime.db.main.begin() as conn:
+        await conn.execute(text(sql), params)
+
+
+async def marks(engine: Engine, kind: str) -> list[str]:
+    rows = await query(engine, "SELECT key FROM vector_todo WHERE kind = :k ORDER BY 1", k=kind)
+    return [r["key"] for r in rows]
+
+
+async def test_the_minute_scans_read_what_changed_once_caught_up(settings: Settings) -> None:
+    """Issue 37: after one full comparison the scans read vector_todo's marks (what the
+    triggers saw change), a run clears only what it saw, and a space being filled again is
+    compared in full. No job worker: the stages run here, one at a time, so no job clears a
+    mark between a change and its check."""
+    write_conversation(settings.transcripts_dir, "ev3", T0, TALK)
+    async for engine in start_engine(settings.model_copy(update={"jobs_enabled": False})):
+        await _scans_read_what_changed(engine)
+
+
+async def _scans_read_what_changed(engine: Engine) -> None:
+    rt = engine.runtime
+    segs, ents = rt.embedding, rt.entity_embedding
+    await ingest(engine, "ev3")
+    assert await segs.pending_sessions() == ["ev3"]  # compared in full: not caught up yet
+    assert not segs.caught_up and await segs.embed_session("ev3") == len(TALK)
+    assert await segs.mark_ready_if_complete()  # what the embed job does after each run
+    await rt.session_stages.extract(rt.session_stages.extract_key("ev3"))
+    assert await ents.pending() is True
+    assert await ents.embed_pending() > 0  # in full: then caught up
+    rows = await query(engine, "SELECT v.entity_id, e.name FROM entity_vectors v"
+                               " JOIN entities e ON e.id = v.entity_id")  # fmt: skip
+    assert await segs.pending_sessions() == [] and segs.caught_up
+    await ents.embed_pending()  # what was marked before it caught up: nothing to embed
+    assert await marks(engine, "entity") == [] and await marks(engine, "session") == []
+    assert await ents.pending() is False
+
+    # A vector record lost with no change behind it is invisible to the marks: the scans no
+    # longer compare everything (a full comparison would find it).
+    [priya] = [r["entity_id"] for r in rows if r["name"] == "Priya"]
+    await execute(engine, "DELETE FROM entity_vectors WHERE entity_id = :i", i=priya)
+    assert await ents.pending() is False
+
+    # A change is marked by the triggers and is all a run reads.
+    await execute(engine, "UPDATE entities SET name = 'Priya R' WHERE id = :i", i=priya)
+    assert await marks(engine, "entity") == [str(priya)]
+    assert await ents.pending() is True
+    assert await ents.embed_pending() == 1  # that entity only, not the others
+    assert await marks(engine, "entity") == [] and await ents.pending() is False
+    doc = await query(engine, "SELECT text_sha FROM entity_vectors WHERE entity_id = :i", i=priya)
+    assert len(doc) == 1
+
+    # Segments: a changed text marks its session; the embed run clears the mark it saw.
+    await execute(engine, "UPDATE segments SET text = 'We moved to Mysuru.' "
+                          "WHERE session_id = 'ev3' AND segment_id = 'ev3-2'")  # fmt: skip
+    assert await segs.pending_sessions() == ["ev3"]
+    assert await segs.embed_session("ev3") >= 1
+    assert await segs.pending_sessions() == []
+
+    # A change while a run works is kept: the run clears only the mark it read.
+    await execute(engine, "UPDATE segments SET pinned = true WHERE session_id = 'ev3'")
+    async with rt.db.main.connect() as conn:
+        seen = await vector_todo.mark_of(conn, vector_todo.SESSION, "ev3")
+    await execute(engine, "UPDATE segments SET pinned = false WHERE session_id = 'ev3'")
+    async with rt.db.main.begin() as conn:
+        await vector_todo.clear(conn, vector_todo.SESSION, seen)
+    assert await marks(engine, "session") == ["ev3"]
+    await segs.embed_session("ev3")
+    assert await marks(engine, "session") == []
+
+    # A vector record deleted while its segment is active (a repair) marks the session.
+    await execute(engine, "DELETE FROM segment_vectors WHERE session_id = 'ev3' "
+                          "AND segment_id = 'ev3-0'")  # fmt: skip
+    assert await marks(engine, "session") == ["ev3"]
+
+    # A space made to fill again (a forget sets it building): compared in full, marks or not.
+    await execute(engine, "DELETE FROM vector_todo")
+    await execute(engine, "DELETE FROM entity_vectors WHERE entity_id = :i", i=priya)
+    await execute(engine, "UPDATE vector_spaces SET status = 'building'")
+    assert await ents.pending() is True  # the lost record, found by the full comparison
+    assert await segs.pending_sessions() == ["ev3"] and not segs.caught_up
+    await segs.embed_session("ev3")
+    assert await segs.mark_ready_if_complete()
+    assert await segs.pending_sessions() == [] and segs.caught_up
+
+    # A deleted session takes its mark with it.
+    await execute(engine, "UPDATE segments SET pinned = true WHERE session_id = 'ev3'")
+    assert await marks(engine, "session") == ["ev3"]
+    await execute(engine, "DELETE FROM sessions WHERE session_id = 'ev3'")
+    assert await marks(engine, "session") == []

@@ -274,6 +274,7 @@ class Runtime:
             leg_timeout_s=s.leg_timeout_s,
             knowledge=self.knowledge,
             max_inflight=s.max_inflight_searches,
+            running=s.searches_running,
         )
 
         # /v1 requests the token check let through / refused since the last basilisk metric
@@ -369,7 +370,10 @@ class Runtime:
         await self.event_files.read_file(path)
 
     async def _session_changed(self, session_id: str) -> None:
-        await self.jobs.session_changed(session_id)
+        # Without the job queue (CONTEXT_ENGINE_JOBS_ENABLED=false, or not open yet) there is
+        # nothing to queue: the idle scan finalises the session once the queue runs.
+        if self._jobs_open:
+            await self.jobs.session_changed(session_id)
 
     async def _index_changed(self, session_id: str, segment_ids: set[str] | None) -> None:
         if self.search_index is not None:

@@ -8,7 +8,8 @@ model into the segments' current space (a `dot` space: entity vectors are unit l
 query's score is its cosine), as a point of kind `entity` that segment searches never see.
 `entity_vectors` records the md5 of the document each point was made from, so a run embeds
 only new or changed entities, a run stopped half-way resumes, and a new space is filled by the
-same query.
+same query. Once a full comparison found nothing to do, a run reads only the entities marked
+as changed since (vector_todo.py: an entity, or one of its mentions, written or deleted).
 
 Nothing in the index outlives an entity: `entity_vectors` keeps no foreign key to it, so a
 deleted entity (forgotten, or left without mentions) leaves its row behind until
@@ -21,11 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from context_engine.index import vector_todo
 from context_engine.index.segment_vectors import SegmentEmbedding
 from context_engine.vectors.base import SpaceName, UnknownSpaceError, VectorPoint, point_id
 from her_os_shared.logging import get_logger
@@ -50,7 +53,9 @@ _TODO = text(
                      WHERE m.entity_id = e.id AND m.current AND m.evidence <> ''
                      GROUP BY left(m.evidence, :chars) ORDER BY first LIMIT :evidence) x
              )) AS doc
-      FROM entities e WHERE e.episode_count > 0
+      FROM entities e
+      WHERE e.episode_count > 0
+        AND (CAST(:ids AS bigint[]) IS NULL OR e.id = ANY(CAST(:ids AS bigint[])))
     )
     SELECT d.id, d.type, d.name, d.doc, md5(d.doc) AS sha FROM d
     LEFT JOIN entity_vectors v ON v.entity_id = d.id AND v.space = :space
@@ -75,7 +80,8 @@ _ORPHANS = text(
     """
     SELECT v.entity_id, v.space FROM entity_vectors v
     LEFT JOIN entities e ON e.id = v.entity_id
-    WHERE e.id IS NULL OR e.episode_count = 0
+    WHERE (e.id IS NULL OR e.episode_count = 0)
+      AND (CAST(:ids AS bigint[]) IS NULL OR v.entity_id = ANY(CAST(:ids AS bigint[])))
     LIMIT :limit
     """
 )
@@ -101,6 +107,9 @@ class EntityEmbedding:
     def __init__(self, segments: SegmentEmbedding, *, batch: int = 64) -> None:
         self.segments = segments
         self.batch = batch
+        # The segments' open() whose space a full comparison found complete (None: not yet);
+        # from then on runs read vector_todo's marks.
+        self._caught_up: int | None = None
 
     @property
     def engine(self) -> AsyncEngine:
@@ -114,62 +123,101 @@ class EntityEmbedding:
     def opened(self) -> bool:
         return self.segments.opened
 
+    async def _marks_trusted(self, conn: Any) -> bool:
+        if self._caught_up == self.segments.generation and await self.segments.space_ready(conn):
+            return True
+        self._caught_up = None
+        return False
+
     async def pending(self) -> bool:
         """True when an entity lacks its vector (or has an outdated one) in the current space,
-        or a point outlived its entity."""
+        or a point outlived its entity: compared in full until a comparison finds nothing,
+        then whether any entity is marked as changed."""
         async with self.engine.connect() as conn:
+            if await self._marks_trusted(conn):
+                return bool(await vector_todo.marked(conn, vector_todo.ENTITY, 1))
             todo = await conn.execute(_TODO, self._params(batch=1))
             if todo.first() is not None:
                 return True
-            return (await conn.execute(_ORPHANS, {"limit": 1})).first() is not None
+            if (await conn.execute(_ORPHANS, {"limit": 1, "ids": None})).first() is not None:
+                return True
+        self._caught_up = self.segments.generation
+        return False
 
-    def _params(self, *, batch: int) -> dict[str, object]:
+    def _params(self, *, batch: int, ids: Sequence[int] | None = None) -> dict[str, object]:
         return {
             "space": self.segments.space_name,
             "batch": batch,
             "evidence": EVIDENCE_PER_ENTITY,
             "chars": EVIDENCE_CHARS,
+            "ids": None if ids is None else list(ids),
         }
 
     async def embed_pending(self) -> int:
         """Embed every entity whose document has no vector in the current space, in batches;
-        then delete the points of entities that are gone. Returns entities embedded."""
+        then delete the points of entities that are gone. Returns entities embedded. Once a
+        full run found nothing left, only the entities marked as changed are read."""
         if not self.opened:
             raise RuntimeError("the vector index is not open yet")
-        store, space = self.segments.store, self.space
+        async with self.engine.connect() as conn:
+            trusted = await self._marks_trusted(conn)
+        if trusted:
+            return await self._embed_marked()
+        generation = self.segments.generation
+        done = 0
+        while rows := await self._todo(self._params(batch=self.batch)):
+            done += await self._embed_rows(rows)
+        await self.drop_orphans()
+        self._caught_up = generation  # every entity compared: the marks say what changes
+        return done
+
+    async def _embed_marked(self) -> int:
         done = 0
         while True:
             async with self.engine.connect() as conn:
-                rows = (await conn.execute(_TODO, self._params(batch=self.batch))).all()
-            if not rows:
-                break
-            vectors = await self.segments.embedder.embed_passages([r.doc for r in rows])
-            await store.upsert(
-                space,
-                [
-                    VectorPoint.entity(str(r.id), vec, name=r.name, type=r.type)
-                    for r, vec in zip(rows, vectors, strict=True)
-                ],
-            )
-            ids = [int(r.id) for r in rows]
+                seen = await vector_todo.marked(conn, vector_todo.ENTITY, self.batch)
+            if not seen:
+                return done
+            ids = [int(key) for key in seen]
+            rows = await self._todo(self._params(batch=len(ids), ids=ids))
+            if rows:
+                done += await self._embed_rows(rows)
+            await self.drop_orphans(ids=ids)
             async with self.engine.begin() as conn:
-                kept = set(
-                    (
-                        await conn.execute(
-                            _RECORD,
-                            {
-                                "space": self.segments.space_name,
-                                "ids": ids,
-                                "shas": [r.sha for r in rows],
-                            },
-                        )
-                    ).scalars()
-                )
-            if vanished := [i for i in ids if i not in kept]:  # deleted while embedded
-                await store.delete(space, [point_id("entity", (str(i),)) for i in vanished])
-            done += len(kept)
-        await self.drop_orphans()
-        return done
+                await vector_todo.clear(conn, vector_todo.ENTITY, seen)
+
+    async def _todo(self, params: dict[str, object]) -> list[Any]:
+        async with self.engine.connect() as conn:
+            return list((await conn.execute(_TODO, params)).all())
+
+    async def _embed_rows(self, rows: list[Any]) -> int:
+        """Embed these entities' documents, record them; returns those still there."""
+        store, space = self.segments.store, self.space
+        vectors = await self.segments.embedder.embed_passages([r.doc for r in rows])
+        await store.upsert(
+            space,
+            [
+                VectorPoint.entity(str(r.id), vec, name=r.name, type=r.type)
+                for r, vec in zip(rows, vectors, strict=True)
+            ],
+        )
+        ids = [int(r.id) for r in rows]
+        async with self.engine.begin() as conn:
+            kept = set(
+                (
+                    await conn.execute(
+                        _RECORD,
+                        {
+                            "space": self.segments.space_name,
+                            "ids": ids,
+                            "shas": [r.sha for r in rows],
+                        },
+                    )
+                ).scalars()
+            )
+        if vanished := [i for i in ids if i not in kept]:  # deleted while embedded
+            await store.delete(space, [point_id("entity", (str(i),)) for i in vanished])
+        return len(kept)
 
     async def drop(self, entity_ids: Sequence[int]) -> int:
         """Delete these entities' points in every space, and their records (a forget: their
@@ -188,14 +236,18 @@ class EntityEmbedding:
             )
         return len(ids)
 
-    async def drop_orphans(self, *, limit: int = 1000) -> int:
+    async def drop_orphans(self, *, limit: int = 1000, ids: Sequence[int] | None = None) -> int:
         """Delete the points (and records) of entities that no longer exist or are only
-        history. Returns points dropped."""
+        history (among `ids` when given). Returns points dropped."""
         store = self.segments.store
         dropped = 0
         while True:
             async with self.engine.connect() as conn:
-                rows = (await conn.execute(_ORPHANS, {"limit": limit})).all()
+                rows = (
+                    await conn.execute(
+                        _ORPHANS, {"limit": limit, "ids": None if ids is None else list(ids)}
+                    )
+                ).all()
             if not rows:
                 return dropped
             by_space: dict[str, list[int]] = {}

@@ -9,7 +9,9 @@ it was and a re-run does nothing. Vectors of segments a sweep replaced are delet
 
 The space is (embedder name, dimension, distance): a new model or dimension is a new space,
 filled in the background by the minute scan (`pending_sessions`) and marked `ready` once every
-active segment has a vector in it (`vector_spaces`). Until then searches use the space that was
+active segment has a vector in it (`vector_spaces`). Once a full comparison found nothing left,
+the scan reads only the sessions marked as changed since (vector_todo.py), and a run clears the
+mark it saw. Until then searches use the space that was
 ready before, when its vectors answer the same query vectors (same model and dimension: an
 older layout of the documents), and that space is dropped once the new one is ready
 (`search_space`). Point ids come from segment ids, so upserts are idempotent.
@@ -28,6 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from context_engine.embed.base import Embedder
+from context_engine.index import vector_todo
 from context_engine.store.models import EntityVector, SegmentVector, VectorSpace
 from context_engine.vectors.base import Distance, SpaceName, VectorPoint, VectorStore, point_id
 from her_os_shared.logging import get_logger
@@ -129,9 +132,15 @@ class SegmentEmbedding:
         self.search_space: SpaceName = self.space
         self.opened = False
         self._docs: OrderedDict[str, np.ndarray] = OrderedDict()
+        # Whether a full comparison since open() found nothing left to embed (from then on
+        # the scans read vector_todo's marks); `generation` counts opens, for EntityEmbedding.
+        self.caught_up = False
+        self.generation = 0
 
     async def open(self) -> None:
         """Open the store, create the space (and its row) if new."""
+        self.caught_up = False
+        self.generation += 1
         await self.store.open()
         await self.store.ensure_space(self.space)
         stored = await self.store.count(self.space)
@@ -229,6 +238,8 @@ class SegmentEmbedding:
         if not self.opened:
             raise RuntimeError("the vector index is not open yet")
         params = {"space": self.space_name, "sid": session_id, "batch": self.batch}
+        async with self.engine.connect() as conn:  # cleared at the end, unless marked since
+            seen = await vector_todo.mark_of(conn, vector_todo.SESSION, session_id)
         done = 0
         while True:
             async with self.engine.connect() as conn:
@@ -276,6 +287,8 @@ class SegmentEmbedding:
                 log.info("embed.segments_vanished", session_id=session_id, count=len(vanished))
             done += len(kept)
         await self._drop_replaced(session_id)
+        async with self.engine.begin() as conn:
+            await vector_todo.clear(conn, vector_todo.SESSION, seen)
         return done
 
     async def _drop_points(self, session_id: str, segment_ids: Sequence[str]) -> None:
@@ -301,9 +314,24 @@ class SegmentEmbedding:
             )
 
     async def pending_sessions(self, limit: int = 200) -> list[str]:
+        """Sessions with segments to embed in the current space: compared in full until a
+        comparison finds none, then the sessions marked as changed since (vector_todo.py)."""
         async with self.engine.connect() as conn:
+            if self.caught_up and await self.space_ready(conn):
+                return list(await vector_todo.marked(conn, vector_todo.SESSION, limit))
+            self.caught_up = False  # a space being filled (or made to refill) is compared
             found = await conn.execute(_PENDING, {"space": self.space_name, "limit": limit})
-            return list(found.scalars().all())
+            pending = list(found.scalars().all())
+        if not pending:
+            self.caught_up = True
+        return pending
+
+    async def space_ready(self, conn: Any) -> bool:
+        """Whether the current space is `ready` (a forget or a lost index makes it `building`
+        again, and the scans compare in full until it is filled)."""
+        t = VectorSpace.__table__
+        status = await conn.execute(select(t.c.status).where(t.c.space == self.space_name))
+        return status.scalar() == "ready"
 
     async def mark_ready_if_complete(self) -> bool:
         """`ready` once nothing is left to embed in the current space (idempotent); searches

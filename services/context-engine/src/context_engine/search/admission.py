@@ -1,12 +1,19 @@
 """How many searches run at once: past `limit` in flight, a new one is refused at once
 (`Overloaded`, which the route answers 503 with Retry-After) instead of queueing behind the
 others until its client times out. The event loop is one thread, so a counter is enough;
-memory stays bounded by the limit."""
+memory stays bounded by the limit.
+
+Of those admitted, at most `running` execute at once; the others wait their turn (first come,
+first served) without costing the event loop anything. A search is mostly work on the loop and
+the CPU: with every admitted search interleaved, each loop turn carried all their callbacks and
+everything else the engine serves (`/health`, ingestion, Annie's other calls) waited behind
+them, while running fewer at once keeps the same throughput (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 # Seconds a refused client is asked to wait (Retry-After): a search takes tens of ms.
 RETRY_AFTER_S = 1
@@ -24,22 +31,27 @@ class OverloadedError(RuntimeError):
 
 
 class SearchGate:
-    """At most `limit` searches in flight."""
+    """At most `limit` searches in flight, of which at most `running` execute (0: all)."""
 
-    def __init__(self, limit: int) -> None:
-        if limit < 1:
-            raise ValueError("limit must be at least 1")
+    def __init__(self, limit: int, running: int = 0) -> None:
+        if limit < 1 or running < 0:
+            raise ValueError("limit must be at least 1 and running not negative")
         self.limit = limit
         self.inflight = 0
         self.refused = 0
+        self._turns = asyncio.Semaphore(running) if running else None
 
-    @contextmanager
-    def admit(self) -> Iterator[None]:
+    @asynccontextmanager
+    async def admit(self) -> AsyncIterator[None]:
         if self.inflight >= self.limit:
             self.refused += 1
             raise OverloadedError(self.inflight)
         self.inflight += 1
         try:
-            yield
+            if self._turns is None:
+                yield
+            else:
+                async with self._turns:
+                    yield
         finally:
             self.inflight -= 1

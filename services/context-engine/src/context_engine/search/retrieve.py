@@ -262,6 +262,7 @@ class Retriever:
         leg_timeout_s: float = 2.0,
         knowledge: QueryFacts | None = None,
         max_inflight: int = 64,
+        running: int = 0,
     ) -> None:
         self.engine = engine
         self.legs = legs
@@ -269,7 +270,7 @@ class Retriever:
         self.params = params
         self.leg_timeout_s = leg_timeout_s
         self.knowledge = knowledge
-        self.gate = SearchGate(max_inflight)
+        self.gate = SearchGate(max_inflight, running)
 
     async def _know(self, q: ContextQuery) -> tuple[Knowledge | None, KnowledgeStatus]:
         """What is known about the query's subjects, and how the lookup went: a failing or
@@ -370,7 +371,7 @@ class Retriever:
 
     async def retrieve(self, q: ContextQuery) -> ContextResult:
         """The fused search (`OverloadedError` at once when too many already run)."""
-        with self.gate.admit():
+        async with self.gate.admit():
             return await self._retrieve(q)
 
     async def _retrieve(self, q: ContextQuery) -> ContextResult:

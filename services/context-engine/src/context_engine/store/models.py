@@ -24,6 +24,7 @@ from sqlalchemy import (
     UniqueConstraint,
     func,
 )
+from sqlalchemy import text as sql_text
 from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -445,6 +446,21 @@ class EntityVector(Base):
     text_sha: Mapped[str] = mapped_column(Text)
     embedded_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now()
+    )
+
+
+class VectorTodo(Base):
+    """A session whose segments, or an entity whose document's parts (its name, type, episode
+    count, mentions), changed since its vectors were last brought up to date: filled by
+    triggers (migration 0015), read and cleared by the minute's scans (index/vector_todo.py).
+    `changed` moves on at every change, so a run clears only what it saw."""
+
+    __tablename__ = "vector_todo"
+
+    kind: Mapped[str] = mapped_column(Text, primary_key=True)  # "session" or "entity"
+    key: Mapped[str] = mapped_column(Text, primary_key=True)  # its session id or entity id
+    changed: Mapped[int] = mapped_column(
+        BigInteger, server_default=sql_text("nextval('vector_todo_changed')")
     )
 
 
