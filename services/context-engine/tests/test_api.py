@@ -894,3 +894,40 @@ class TestBodyLimit:
         assert r.status_code == 404
         # The engine still answers afterwards.
         assert (await engine.get("/v1/stats")).status_code == 200
+
+
+async def test_health_answers_from_the_last_check_until_it_is_old(settings: Settings) -> None:
+    """Issue 37: /health serves the last check (renewed in the background) so a probe never
+    waits behind searches for the check's round trips; an old answer is checked again."""
+    quiet = settings.model_copy(update={"health_interval_s": 60.0})  # no renewal meanwhile
+    async for engine in start_engine(quiet):
+        await _health_from_kept_answer(engine)
+
+
+async def _health_from_kept_answer(engine: Engine) -> None:
+    rt = engine.runtime
+
+    async def settled() -> bool | None:
+        # every layer opened (a change of the engine's state is checked again at once)
+        if not rt.started.is_set() or (rt.graph is not None and not rt.graph.opened):
+            return None
+        r = await engine.client.get("/health")
+        return True if r.json() == {"status": "ok"} else None
+
+    await eventually(settled, "the engine started and checked", deadline_s=60)
+    calls = 0
+    check = rt._check_health
+
+    async def counted() -> Any:
+        nonlocal calls
+        calls += 1
+        return await check()
+
+    rt._check_health = counted  # type: ignore[method-assign]
+    for _ in range(20):
+        r = await engine.client.get("/health")
+        assert r.status_code == 200 and r.json() == {"status": "ok"}
+    assert calls == 0  # all from the kept answer
+    rt._health = None  # as if it were older than twice the interval
+    assert (await engine.client.get("/health")).status_code == 200
+    assert calls == 1

@@ -31,6 +31,9 @@ class Settings(ServiceSettings):
     # so 8 concurrent searches want ~24.
     reads_pool_size: int = Field(default=12, ge=1)
     health_timeout_s: float = Field(default=2.0, gt=0)
+    # /health answers from the last check, renewed in the background this often (and served
+    # for at most twice as long), so a probe never waits behind searches (runtime.health).
+    health_interval_s: float = Field(default=0.5, gt=0)
     # Apply Alembic migrations at start-up (off when an operator runs them separately:
     # `python -m context_engine.store.migrate`).
     migrate_on_start: bool = True
@@ -108,7 +111,7 @@ class Settings(ServiceSettings):
     max_inflight_searches: int = Field(default=64, ge=1)
     # Of those, how many execute at once (0: all); the rest wait their turn, so the event
     # loop is not shared among every search in flight and /health answers beside them.
-    searches_running: int = Field(default=4, ge=0)
+    searches_running: int = Field(default=2, ge=0)
     # Fusion (retrieve.py), chosen on LoCoMo dev (ADR 0010, docs/benchmarks.md): RRF constant
     # (10 beat 20 and 60 on every conversation) and the weight of each leg (the graph leg at
     # 1.0 cost 1.5 points of recall@10; at 0.25 it is neutral there and still ranks what only

@@ -284,6 +284,7 @@ class Runtime:
         self._tasks: list[asyncio.Task[None]] = []
         self._jobs_open = False
         self._health_checks: AsyncLRU[str, Health] = AsyncLRU(0)  # shared, never kept
+        self._health: tuple[float, tuple[bool, ...], Health] | None = None  # (at, state, it)
         self._stopping = asyncio.Event()
         self._watching = False
         self._watching_events = False
@@ -386,6 +387,7 @@ class Runtime:
     async def start(self) -> None:
         """Start in the background; returns at once."""
         self._tasks.append(asyncio.create_task(self._start(), name="context-engine-start"))
+        self._tasks.append(asyncio.create_task(self._keep_health(), name="health-renewal"))
 
     async def _start(self) -> None:
         await migrate_until_done(self.settings, self.schema_ready)
@@ -571,9 +573,41 @@ class Runtime:
         return self.ready and await ping(self.db.probe, self.settings.health_timeout_s)
 
     async def health(self) -> Health:
-        """Ready (PostgreSQL answers, migrations done) and the layers served without. Checks
-        asked while one runs share it (probes, the dashboard, /v1/stats)."""
-        return await self._health_checks.get("health", self._check_health)
+        """Ready (PostgreSQL answers, migrations done) and the layers served without. The
+        last check's answer serves for up to twice `health_interval_s` and is renewed in the
+        background every `health_interval_s`, so a probe is answered at once, even while
+        searches keep the event loop busy (a check is several round trips, each waiting for
+        a turn of the loop); a change of the engine's own state (started, the job queue, the
+        vectors or the graph opened) is checked at once. Checks asked while one runs share it."""
+        kept = self._health
+        if kept is not None:
+            at, state, found = kept
+            fresh = time.monotonic() - at <= 2 * self.settings.health_interval_s
+            if fresh and state == self._health_state():
+                return found
+        return await self._health_checks.get("health", self._renew_health)
+
+    def _health_state(self) -> tuple[bool, ...]:
+        return (
+            self.ready,
+            self._jobs_open,
+            self.embedding is not None and self.embedding.opened,
+            self.graph is not None and self.graph.opened,
+        )
+
+    async def _renew_health(self) -> Health:
+        state = self._health_state()
+        found = await self._check_health()
+        self._health = (time.monotonic(), state, found)
+        return found
+
+    async def _keep_health(self) -> None:
+        while True:
+            try:
+                await self._health_checks.get("health", self._renew_health)
+            except Exception as exc:  # the next /health checks by itself
+                log.warning("health.renew_failed", error=repr(exc)[:300])
+            await asyncio.sleep(self.settings.health_interval_s)
 
     async def _check_health(self) -> Health:
         probes: dict[str, Probe] = {}
