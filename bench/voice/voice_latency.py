@@ -123,10 +123,16 @@ def main(
         )
     if result["briefing_ms"]:
         p95 = percentile([float(x) for x in result["briefing_ms"]], 95)
-        ok = "meets" if p95 <= TARGET_BRIEFING_P95_MS else "misses"
-        console.print(
-            f"briefing p95 {p95:.0f} ms {ok} the target ≤ {TARGET_BRIEFING_P95_MS:.0f} ms"
-        )
+        if load:
+            console.print(
+                f"briefing p95 {p95:.0f} ms under the load (its target, "
+                f"≤ {TARGET_BRIEFING_P95_MS:.0f} ms, is without load)"
+            )
+        else:
+            ok = "meets" if p95 <= TARGET_BRIEFING_P95_MS else "misses"
+            console.print(
+                f"briefing p95 {p95:.0f} ms {ok} the target ≤ {TARGET_BRIEFING_P95_MS:.0f} ms"
+            )
     print_footer("Chromium " + chromium_version())
 
 
