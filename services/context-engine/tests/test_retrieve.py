@@ -358,6 +358,26 @@ async def test_past_the_limit_of_searches_in_flight_a_new_one_is_refused_at_once
     assert retriever.gate.inflight == 0
 
 
+async def test_past_the_running_limit_admitted_searches_wait_their_turn(engine_db) -> None:
+    """Of the searches admitted, at most `running` execute at once; the next one starts when
+    one finishes, and waiting counts against the in-flight limit."""
+    leg = GatedLegDouble()
+    retriever = Retriever(engine_db, [leg], leg_timeout_s=30, max_inflight=3, running=1)
+    first = asyncio.create_task(retriever.retrieve(query()))
+    second = asyncio.create_task(retriever.retrieve(query()))
+    for _ in range(20):  # give the second every chance to start, which it must not
+        await asyncio.sleep(0)
+    assert leg.started == 1 and retriever.gate.inflight == 2
+    third = asyncio.create_task(retriever.retrieve(query()))
+    await asyncio.sleep(0)
+    with pytest.raises(OverloadedError):  # waiting ones count: 3 in flight
+        await retriever.retrieve(query())
+    leg.release.set()  # every search may finish now, one after the other
+    done = await asyncio.gather(first, second, third)
+    assert leg.started == 3 and [r.results[0]["segment_id"] for r in done] == ["a"] * 3
+    assert retriever.gate.inflight == 0
+
+
 async def test_an_overloaded_search_is_a_503_with_retry_after() -> None:
     import httpx
     from fastapi import FastAPI
