@@ -14,8 +14,8 @@ EntityEmbedding.pending and its document query, the stage scans' SQL):
 - segments to embed: the full comparison (every active segment against segment_vectors)
   and the marks, with nothing changed and after a session of 350 segments arrived;
 - entities to embed: the full comparison (every entity's document built and hashed) and the
-  marks; after 100 entities changed, the documents of those 100 against the full query's
-  first batch;
+  marks; after the last 100 entities (by id) changed, the documents of those 100 against the
+  full query's first batch (which builds documents in id order until it has a batch);
 - the stage scans (extraction, graph by version): O(sessions), a few thousand rows at 1M;
 - what the triggers add to writing: 350 segments inserted, and 1,000 updated, with the
   triggers on and off (each in a transaction rolled back).
@@ -254,16 +254,20 @@ async def measure(engine: AsyncEngine, vector_dir: Path) -> list[tuple[str, str,
         t=last,
         n=NEW_SEGMENTS,
     )
+    # the last ones by id: the full query builds documents in id order and stops at its
+    # batch, so changes at the start would cost it nothing
+    async with engine.connect() as conn:
+        last_id = int((await conn.execute(text("SELECT max(id) FROM entities"))).scalar_one())
+    ids = list(range(last_id - CHANGED_ENTITIES + 1, last_id + 1))
     await execute(
         engine,
-        "UPDATE entities SET name = name || '.' WHERE id <= :n",
-        n=CHANGED_ENTITIES,
+        "UPDATE entities SET name = name || '.' WHERE id = ANY(CAST(:ids AS bigint[]))",
+        ids=ids,
     )
     ms, found = await timed(segs.pending_sessions, MARK_RUNS)
     rows.append(("after a session arrived", "marks (vector_todo)", ms, f"found {found}"))
     ms, found = await timed(full_segments, FULL_RUNS)
     rows.append(("after a session arrived", "full comparison", ms, f"found {found}"))
-    ids = list(range(1, CHANGED_ENTITIES + 1))
     ms, found = await timed(lambda: ents._todo(ents._params(batch=len(ids), ids=ids)), MARK_RUNS)
     rows.append((f"after {CHANGED_ENTITIES} entities changed", "their documents (marks)", ms,
                  f"{len(found)} to embed"))  # fmt: skip
