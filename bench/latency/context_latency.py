@@ -268,6 +268,14 @@ def mcp_call(q: Query, limit: int) -> dict[str, Any]:
             "params": {"name": "search_memory", "arguments": args}}  # fmt: skip
 
 
+def rest_outcome(r: httpx.Response) -> tuple[bool, int]:
+    """Whether a /v1/context search answered with every leg ok, and how many results."""
+    if r.status_code != 200:
+        return False, 0
+    body = r.json()
+    return all(s == "ok" for s in body["legs"].values()), len(body["results"])
+
+
 def mcp_outcome(r: httpx.Response) -> tuple[bool, int]:
     """Whether an MCP search answered with every leg ok, and how many memories."""
     if r.status_code != 200:
@@ -343,13 +351,12 @@ def run_phase(
                 else:
                     r = http.get(v.path, params=request_params(v, q))
                 ms = (time.perf_counter() - t) * 1000
-                ok, n = r.status_code == 200, 0
                 if v.mcp:
                     ok, n = mcp_outcome(r)
-                elif ok and v.path != "/health":
-                    body = r.json()
-                    n = len(body["results"])
-                    ok = all(s == "ok" for s in body["legs"].values())
+                elif v.path == "/health":
+                    ok, n = r.status_code == 200, 0
+                else:
+                    ok, n = rest_outcome(r)
                 with lock:
                     samples.append(Sample(q.kind, ms, ok, n))
                     if not ok and len(errors) < 20:
@@ -458,7 +465,7 @@ def soak(
                 t = time.perf_counter()
                 r = http.get(fused.path, params=request_params(fused, q))
                 ms = (time.perf_counter() - t) * 1000
-                ok = r.status_code == 200 and all(s == "ok" for s in r.json()["legs"].values())
+                ok, _ = rest_outcome(r)
                 with lock:
                     samples.append(Sample(q.kind, ms, ok, 0))
                     statuses[r.status_code] += 1

@@ -210,6 +210,11 @@ async def _scans_read_what_changed(engine: Engine) -> None:
     await execute(engine, "DELETE FROM entity_vectors WHERE entity_id = :i", i=priya)
     assert await ents.pending() is False
 
+    # What the document does not depend on (the nightly consolidation's tier and salience,
+    # last seen) marks nothing.
+    await execute(engine, "UPDATE entities SET tier = 'L1', salience = 0.5, last_seen = now()")
+    assert await marks(engine, "entity") == []
+
     # A change is marked by the triggers and is all a run reads.
     await execute(engine, "UPDATE entities SET name = 'Priya R' WHERE id = :i", i=priya)
     assert await marks(engine, "entity") == [str(priya)]

@@ -18,7 +18,7 @@ down_revision = "0014"
 branch_labels = None
 depends_on = None
 
-# (trigger, table, event, transition table, what the row names)
+# (trigger, table, event, transition tables, what the rows name)
 TRIGGERS = (
     ("vector_todo_segments_ins", "segments", "INSERT", "NEW", "session"),
     ("vector_todo_segments_upd", "segments", "UPDATE", "NEW", "session"),
@@ -27,7 +27,7 @@ TRIGGERS = (
     ("vector_todo_mentions_upd", "entity_mentions", "UPDATE", "NEW", "mention"),
     ("vector_todo_mentions_del", "entity_mentions", "DELETE", "OLD", "mention"),
     ("vector_todo_entities_ins", "entities", "INSERT", "NEW", "entity"),
-    ("vector_todo_entities_upd", "entities", "UPDATE", "NEW", "entity"),
+    ("vector_todo_entities_upd", "entities", "UPDATE", "OLD+NEW", "entity_update"),
     ("vector_todo_entities_del", "entities", "DELETE", "OLD", "entity"),
 )
 # Each function marks what its rows name; `changed` moves on at every mark, so a run that
@@ -42,6 +42,17 @@ KEYS = {
     " AND s.replaced_by IS NULL",
     "mention": "SELECT DISTINCT 'entity', entity_id::text FROM changed_rows",
     "entity": "SELECT DISTINCT 'entity', id::text FROM changed_rows",
+    # an entity's row changes often (last seen, tier, salience: the nightly consolidation
+    # updates every entity); only what its document and its point depend on marks it
+    "entity_update": "SELECT DISTINCT 'entity', n.id::text FROM changed_rows n"
+    " JOIN old_rows o ON o.id = n.id"
+    " WHERE (n.name, n.type, n.episode_count > 0)"
+    " IS DISTINCT FROM (o.name, o.type, o.episode_count > 0)",
+}
+REFERENCING = {
+    "NEW": "NEW TABLE AS changed_rows",
+    "OLD": "OLD TABLE AS changed_rows",
+    "OLD+NEW": "OLD TABLE AS old_rows NEW TABLE AS changed_rows",
 }
 
 
@@ -88,7 +99,7 @@ def upgrade() -> None:
     for trigger, table, event, transition, name in TRIGGERS:
         op.execute(
             f"CREATE TRIGGER {trigger} AFTER {event} ON {table} "
-            f"REFERENCING {transition} TABLE AS changed_rows "
+            f"REFERENCING {REFERENCING[transition]} "
             f"FOR EACH STATEMENT EXECUTE FUNCTION vector_todo_{name}()"
         )
 
