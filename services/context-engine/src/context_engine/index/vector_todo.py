@@ -1,6 +1,7 @@
 """What changed since the vectors were written: `vector_todo` (migration 0015's triggers mark a
-session when its segments are written or changed, an entity when it or one of its mentions
-is), so the minute's upkeep reads what changed, not every segment and every entity's document
+session when its segments are written or changed, an entity when one of its mentions is or
+when its name, type or having current mentions changes — not its tier or salience), so the
+minute's upkeep reads what changed, not every segment and every entity's document
 (issue 37: at 1M segments and 100k entities those full comparisons were the minute's cost).
 
 A scan trusts the marks only once a full comparison found nothing left in the space it
