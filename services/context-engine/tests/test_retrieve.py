@@ -378,6 +378,35 @@ async def test_past_the_running_limit_admitted_searches_wait_their_turn(engine_d
     assert retriever.gate.inflight == 0
 
 
+class PreparingLegDouble(GatedLegDouble):
+    """Test double: a gated leg that records the queries it was asked to prepare."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.prepared: list[str] = []
+
+    def prepare(self, q: ContextQuery) -> None:
+        self.prepared.append(q.query)
+
+
+async def test_a_waiting_search_prepares_its_legs_before_its_turn(engine_db) -> None:
+    """The query embedding needs no turn: a search waiting behind another has its legs
+    prepared at once, and each search is prepared once."""
+    leg = PreparingLegDouble()
+    retriever = Retriever(engine_db, [leg], leg_timeout_s=30, max_inflight=3, running=1)
+    first = asyncio.create_task(retriever.retrieve(query()))
+    second = asyncio.create_task(retriever.retrieve(replace(query(), query="who is asha")))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert leg.started == 1 and leg.prepared == ["priya", "who is asha"]
+    leg.release.set()
+    await asyncio.gather(first, second)
+    assert leg.prepared == ["priya", "who is asha"] and leg.started == 2
+    with pytest.raises(UnknownLegsError):  # a query naming no enabled leg prepares nothing
+        await retriever.retrieve(replace(query(), legs=frozenset({"elsewhere"})))
+    assert len(leg.prepared) == 2
+
+
 async def test_an_overloaded_search_is_a_503_with_retry_after() -> None:
     import httpx
     from fastapi import FastAPI

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from context_engine.config import Settings
 from context_engine.embed.base import Embedder
+from context_engine.embed.query_cache import CachedQueries
 from context_engine.index.segment_vectors import SegmentEmbedding
 from context_engine.search.legs.vector import VectorLeg
 from context_engine.search.query import ContextQuery
@@ -393,5 +394,37 @@ async def test_searches_use_the_previous_space_until_the_new_one_is_ready(
         first = ContextQuery("Asha: line 0", 5, T0 + timedelta(days=1))
         best = (await leg.search(first, 5))[0]
         assert (best.segment_id, round(best.score, 4)) == ("u1-0", 0.5)
+    finally:
+        await embedding.close()
+
+
+class QueryCountingDouble(OneHotEmbedderDouble):
+    """Test double: the one-hot embedder, recording each query that reaches the "model"."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[str] = []
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        self.queries.append(text)
+        return self.axis(text)
+
+
+async def test_a_query_prepared_before_its_turn_is_embedded_once(
+    db: AsyncEngine, tmp_path: Path
+) -> None:
+    await _talk(db, "p1", 2)
+    double = QueryCountingDouble()
+    embedding = SegmentEmbedding(db, CachedQueries(double, 16), EdgeVectorStore(tmp_path / "v"))
+    await embedding.open()
+    try:
+        assert await embedding.embed_session("p1") == 2
+        leg = VectorLeg(embedding)
+        asked = ContextQuery("Asha: line 0", 5, T0 + timedelta(days=1))
+        leg.prepare(asked)
+        await asyncio.gather(*leg._preparing)
+        assert double.queries == ["Asha: line 0"]
+        assert (await leg.search(asked, 5))[0].segment_id == "p1-0"
+        assert double.queries == ["Asha: line 0"]  # the search used the prepared vector
     finally:
         await embedding.close()

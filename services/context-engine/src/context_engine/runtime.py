@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from context_engine.config import Settings
 from context_engine.embed import make_embedder
 from context_engine.embed.observed import ObservedEmbedder
+from context_engine.embed.query_batch import BatchedQueries
 from context_engine.embed.query_cache import CachedQueries
 from context_engine.index.entity_vectors import EntityEmbedding
 from context_engine.index.keyword import Changes, SegmentSearchIndex
@@ -92,7 +93,10 @@ class Runtime:
         self.embedder: ObservedEmbedder | None = None
         if s.vector_index_enabled or s.graph_url:
             self.embedder = ObservedEmbedder(
-                CachedQueries(make_embedder(s), s.query_embedding_cache), self.outcomes
+                CachedQueries(
+                    BatchedQueries(make_embedder(s), s.query_embed_batch), s.query_embedding_cache
+                ),
+                self.outcomes,
             )
             self._closing("embedder", self.embedder.close)
 

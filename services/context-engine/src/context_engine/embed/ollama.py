@@ -94,5 +94,10 @@ class OllamaEmbedder(Embedder):
     async def embed_query(self, text: str) -> np.ndarray:
         return (await self._embed([self.query_prefix + text]))[0]
 
+    async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.empty((0, self.dim), dtype=np.float32)
+        return await self._embed([self.query_prefix + t for t in texts])
+
     async def close(self) -> None:
         await self._client.aclose()

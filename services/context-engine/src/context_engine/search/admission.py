@@ -4,7 +4,8 @@ others until its client times out. The event loop is one thread, so a counter is
 memory stays bounded by the limit.
 
 Of those admitted, at most `running` execute at once; the others wait their turn (first come,
-first served) without costing the event loop anything. A search is mostly work on the loop and
+first served) without costing the event loop anything; work that needs no turn (the query's
+embedding, in a worker thread) starts while it waits. A search is mostly work on the loop and
 the CPU: with every admitted search interleaved, each loop turn carried all their callbacks and
 everything else the engine serves (`/health`, ingestion, Annie's other calls) waited behind
 them, while running fewer at once keeps the same throughput (docs/benchmarks.md)."""
@@ -43,15 +44,21 @@ class SearchGate:
 
     @asynccontextmanager
     async def admit(self) -> AsyncIterator[None]:
+        """Count a search in flight, or refuse it (`OverloadedError`) past `limit`."""
         if self.inflight >= self.limit:
             self.refused += 1
             raise OverloadedError(self.inflight)
         self.inflight += 1
         try:
-            if self._turns is None:
-                yield
-            else:
-                async with self._turns:
-                    yield
+            yield
         finally:
             self.inflight -= 1
+
+    @asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        """Execute an admitted search: wait until fewer than `running` execute."""
+        if self._turns is None:
+            yield
+        else:
+            async with self._turns:
+                yield

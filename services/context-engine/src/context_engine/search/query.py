@@ -81,6 +81,14 @@ class RetrievalLeg(Protocol):
 
 
 @runtime_checkable
+class PreparingLeg(RetrievalLeg, Protocol):
+    """A leg with work that can start before its search's turn (search/admission.py):
+    `prepare` starts it in the background and returns; `search` uses it when it is done."""
+
+    def prepare(self, q: ContextQuery) -> None: ...
+
+
+@runtime_checkable
 class RankingsLeg(RetrievalLeg, Protocol):
     """A leg that ranks by more than one document of a segment: inside a fused request it
     returns each ranking by name (its own first), each weighed by fusion on its own."""

@@ -42,6 +42,7 @@ from context_engine.search.query import (
     Candidate,
     ContextQuery,
     LegStatus,
+    PreparingLeg,
     RankingsLeg,
     RetrievalLeg,
 )
@@ -372,7 +373,20 @@ class Retriever:
     async def retrieve(self, q: ContextQuery) -> ContextResult:
         """The fused search (`OverloadedError` at once when too many already run)."""
         async with self.gate.admit():
-            return await self._retrieve(q)
+            self._prepare(q)
+            async with self.gate.turn():
+                return await self._retrieve(q)
+
+    def _prepare(self, q: ContextQuery) -> None:
+        """Let the query's legs start what needs no turn (the vector leg's query embedding,
+        in a worker thread and batched with the others waiting) while the search waits."""
+        try:
+            legs = self._legs_for(q)
+        except UnknownLegsError:
+            return  # _retrieve says so
+        for leg in legs:
+            if isinstance(leg, PreparingLeg):
+                leg.prepare(q)
 
     async def _retrieve(self, q: ContextQuery) -> ContextResult:
         started = time.perf_counter()

@@ -8,6 +8,7 @@ prior weighs who is named, the vector searches what was said."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -39,6 +40,7 @@ class VectorLeg:
         # the re-check's pool (the engine's read pool); the embedding's own by default
         self.engine = engine or embedding.engine
         self.speakers = speakers
+        self._preparing: set[asyncio.Task[object]] = set()
 
     async def query_text(self, query: str) -> str:
         """What is embedded for `query`: without the speakers' names (when configured)."""
@@ -51,11 +53,29 @@ class VectorLeg:
             return query
         return without_names(query, names)
 
+    def prepare(self, q: ContextQuery) -> None:
+        """Start embedding the query now, while its search waits for its turn: the embedder
+        keeps the vector (embed/query_cache.py) and batches it with the other waiting
+        queries (embed/query_batch.py). Its failure is left for `search` to meet."""
+        if not self.embedding.opened:
+            return
+        task = asyncio.create_task(self._embed(q.query), name="vector leg: prepare")
+        self._preparing.add(task)
+        task.add_done_callback(self._prepared)
+
+    def _prepared(self, task: asyncio.Task[object]) -> None:
+        self._preparing.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: `search` embeds again and reports it
+
+    async def _embed(self, query: str) -> object:
+        return await self.embedding.embedder.embed_query(await self.query_text(query))
+
     async def search(self, q: ContextQuery, k: int) -> list[Candidate]:
         if not self.embedding.opened:
             raise RuntimeError("the vector index is not open yet")
         since = None if q.hours_back is None else q.as_of - timedelta(hours=q.hours_back)
-        # a repeated query's vector is kept by the embedder (embed/query_cache.py)
+        # a repeated (or prepared) query's vector is kept by the embedder (query_cache.py)
         vector = await self.embedding.embedder.embed_query(await self.query_text(q.query))
         hits = await self.embedding.store.search(
             self.embedding.search_space,
