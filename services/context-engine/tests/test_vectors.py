@@ -557,7 +557,7 @@ async def test_edge_recovers_after_an_unclean_stop(tmp_path: Path) -> None:
             sp = store._spaces[space.name("test")]
             while sp.journal is None:  # a build has copied the shard
                 await asyncio.sleep(0.01)
-            print("written", flush=True)
+            print("written", store._host.pid, flush=True)
             os._exit(0)  # no flush, no close, a build interrupted
 
         asyncio.run(main())
@@ -577,10 +577,51 @@ async def test_edge_recovers_after_an_unclean_stop(tmp_path: Path) -> None:
     # generation a later run has started over
     await until(lambda: not builders(tmp_path), within_s=10)
     assert len(generations(root)) == 2  # the live one, and the build's copy
+    host = int(done.stdout.split()[-1])  # the shards' process died with its engine too
+    await until(lambda: not alive(host), within_s=10)
     async with EdgeVectorStore(tmp_path / "v", prefix="test") as store:
         assert await store.count(SPACE) == 300
         assert len(generations(root)) == 1
         assert (root / CURRENT).read_text().strip() == generations(root)[0]
+
+
+def alive(pid: int) -> bool:
+    """A process that runs (a zombie, dead but not yet reaped, counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+async def test_edge_shards_live_in_a_host_process_started_again_when_it_dies(
+    tmp_path: Path,
+) -> None:
+    """The shards are held by a process of their own (the binding holds the GIL for whole
+    calls); one killed is replaced at the next call, which finds every acknowledged write
+    (the write-ahead log), and close() ends it."""
+    import os
+    import signal
+
+    rng = np.random.default_rng(5)
+    vecs = unit(rng, 40)
+    store = EdgeVectorStore(tmp_path / "v", prefix="test")
+    await store.open()
+    try:
+        await store.ensure_space(SPACE)
+        await store.upsert(SPACE, [seg(i, vecs[i]) for i in range(40)])
+        first = store._host.pid
+        assert first is not None and first != os.getpid() and alive(first)
+        os.kill(first, signal.SIGKILL)
+        await until(lambda: not store._host.alive, within_s=10)
+        hits = await store.search(SPACE, vecs[7], 3)  # a new host, the space loaded again
+        assert hits[0].key == ("s1", "seg-7") and await store.count(SPACE) == 40
+        second = store._host.pid
+        assert second not in (None, first) and store._host.starts == 2
+        await store.upsert(SPACE, [seg(40, vecs[0])])
+        assert await store.count(SPACE) == 41
+    finally:
+        await store.close()
+    assert second is not None and not alive(second)
 
 
 async def test_edge_space_is_locked_to_one_store(tmp_path: Path) -> None:

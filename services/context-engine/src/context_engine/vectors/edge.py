@@ -9,12 +9,13 @@ One `EdgeShard` per space, stored as generations under `{vector_dir}/{space name
 What qdrant-edge-py 0.9.0 does, measured on 2 cores, and what this module does about it:
 
 - Every call holds the GIL for its whole duration: no other Python thread, the event loop
-  included, runs meanwhile. Calls are kept short instead — searches (1–4 ms at 1M points,
-  warm), writes in batches of `batch` points (a few ms each), with the event loop free
-  between batches. They run on worker threads (one writer thread, so writes apply in call
-  order; two reader threads), which costs little and lets a future release that drops the
-  GIL run searches side by side. Concurrent searches therefore queue: throughput is one
-  core's worth whatever the number of callers.
+  included, runs meanwhile. So the shards live in a process of their own
+  (vectors/edge_host.py), which this store starts, sends each call to and restarts if it
+  goes away; the engine's threads wait for its answers with the GIL released. Calls are
+  kept short — searches (1–4 ms at 1M points, warm), writes in batches of `batch` points
+  (a few ms each). They are sent from worker threads (one writer thread, so writes apply
+  in call order; two reader threads); the host answers them one at a time, so concurrent
+  searches queue there: one core's worth, beside the event loop's.
 - New points are searched exhaustively until `optimize()` builds the HNSW index (about
   15 ms per search at 100k unindexed points, 90 ms at 1M), and `optimize()` holds the GIL
   for as long as the build takes (40–100 s for 100k 384-d points from scratch, about
@@ -43,7 +44,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import sys
 import threading
 import time
@@ -79,6 +79,8 @@ from context_engine.vectors.base import (
     prepare,
     segment_key,
 )
+from context_engine.vectors.edge_host import HostCallError, Info, ShardHost, Update
+from her_os_shared.children import die_with_parent
 from her_os_shared.logging import get_logger
 from her_os_shared.retry import Backoff
 
@@ -100,40 +102,11 @@ CURRENT = "CURRENT"
 SPACE_FILE = "space.json"
 GEN_PREFIX = "gen-"
 _BUILD_RETRY = Backoff(30.0, 600.0)  # between tries to build a space's index
-_SCHEMA = {"keyword": qe.PayloadSchemaType.Keyword, "float": qe.PayloadSchemaType.Float}
-
-
-_DISTANCE = {"cosine": qe.Distance.Cosine, "dot": qe.Distance.Dot}
-
-
-def edge_config(dim: int, distance: Distance = "cosine") -> qe.EdgeConfig:
-    return qe.EdgeConfig(
-        vectors=qe.EdgeVectorParams(size=dim, distance=_DISTANCE[distance]),
-        hnsw_config=qe.HnswIndexConfig(
-            m=HNSW_M,
-            ef_construct=HNSW_EF_CONSTRUCT,
-            full_scan_threshold=FULL_SCAN_THRESHOLD_KB,
-            max_indexing_threads=0,  # all cores: the build runs niced, in a child process
-        ),
-    )
-
-
-def to_filter(f: SearchFilter) -> qe.Filter | None:
-    must: list[Any] = []
-    if f.kind is not None:
-        must.append(qe.FieldCondition(key="kind", match=qe.MatchValue(f.kind)))
-    if f.spoken_before is not None or f.spoken_after is not None:
-        must.append(
-            qe.FieldCondition(
-                key="spoken_at", range=qe.RangeFloat(gte=f.spoken_after, lt=f.spoken_before)
-            )
-        )
-    if f.session_ids is not None:
-        must.append(qe.FieldCondition(key="session_id", match=qe.MatchAny(list(f.session_ids))))
-    return qe.Filter(must=must) if must else None
 
 
 def _edge_error(what: str, exc: Exception) -> VectorStoreError:
+    if isinstance(exc, VectorStoreError) and not isinstance(exc, HostCallError):
+        return VectorStoreError(f"{what}: {exc}")  # the host went away
     message = str(exc)
     if "WouldBlock" in message:
         return VectorStoreError(
@@ -179,24 +152,25 @@ class _Retired(Exception):
 
 
 class _Generation:
-    """One open shard directory. Readers hold it while they use it, so that a swap can
-    wait for them before it closes the shard."""
+    """One shard directory, open in the host. Readers hold it while they use it, so that a
+    swap can wait for them before it closes the shard."""
 
-    def __init__(self, path: Path, shard: qe.EdgeShard) -> None:
+    def __init__(self, path: Path, host: ShardHost) -> None:
         self.path = path
-        self.shard = shard
+        self.key = str(path)  # the host's name for the shard
+        self.host = host
         self._cond = threading.Condition()
         self._users = 0
         self._retired = False
 
     @contextlib.contextmanager
-    def use(self) -> Iterator[qe.EdgeShard]:
+    def use(self) -> Iterator[str]:
         with self._cond:
             if self._retired:
                 raise _Retired
             self._users += 1
         try:
-            yield self.shard
+            yield self.key
         finally:
             with self._cond:
                 self._users -= 1
@@ -207,11 +181,7 @@ class _Generation:
         with self._cond:
             self._retired = True
             self._cond.wait_for(lambda: self._users == 0)
-        try:
-            if flush:
-                self.shard.flush()
-        finally:
-            self.shard.close()
+        self.host.call("close", self.key, flush)
 
 
 @dataclass(eq=False)
@@ -223,7 +193,7 @@ class _Space:
     distance: Distance
     gen: _Generation | None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # writes, swaps, drop
-    journal: list[qe.UpdateOperation] | None = None  # writes made while a build runs
+    journal: list[Update] | None = None  # writes made while a build runs
     build: asyncio.Task[None] | None = None
     points: int = 0
     unindexed: int = 0
@@ -261,6 +231,7 @@ class EdgeVectorStore(VectorStore):
         self._load_lock = asyncio.Lock()
         self._writer: ThreadPoolExecutor | None = None
         self._readers: ThreadPoolExecutor | None = None
+        self._host = ShardHost()
         self._closing = False
 
     # --- lifecycle ---
@@ -272,7 +243,10 @@ class EdgeVectorStore(VectorStore):
         self._closing = False
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="vectors-edge-write")
         self._readers = ThreadPoolExecutor(2, thread_name_prefix="vectors-edge-read")
-        log.info("vectors.edge.open", directory=str(self.directory))
+        # Started from the writer thread, which lives as long as the store: the host's
+        # parent-death signal follows the thread that started it.
+        await self._write(self._host.start)
+        log.info("vectors.edge.open", directory=str(self.directory), host=self._host.pid)
 
     async def close(self) -> None:
         """Stop builds (their child processes are killed), flush and close every shard."""
@@ -286,8 +260,10 @@ class EdgeVectorStore(VectorStore):
         await asyncio.gather(*tasks, return_exceptions=True)
         for sp in list(self._spaces.values()):
             async with sp.lock:
-                await self._write(self._close_space, sp)
+                with contextlib.suppress(VectorStoreError):  # a host that went away
+                    await self._write(self._close_space, sp)
         self._spaces.clear()
+        await self._write(self._host.stop)
         self._writer = self._readers = None
         await asyncio.to_thread(writer.shutdown, wait=True)
         await asyncio.to_thread(readers.shutdown, wait=True)
@@ -316,6 +292,8 @@ class EdgeVectorStore(VectorStore):
 
     async def _space(self, name: str, create: SpaceName | None = None) -> _Space:
         self._pools()
+        if not self._host.alive:
+            await self._restart_host()
         sp = self._spaces.get(name)
         if sp is None:
             async with self._load_lock:
@@ -332,6 +310,20 @@ class EdgeVectorStore(VectorStore):
                     )
         self._maybe_build(sp)
         return sp
+
+    async def _restart_host(self) -> None:
+        """The host process went away (killed, crashed): start another and let every space
+        load again from disk (the write-ahead logs replay what was acknowledged)."""
+        async with self._load_lock:
+            if self._host.alive or self._closing:
+                return
+            builds = [sp.build for sp in self._spaces.values() if sp.build is not None]
+            for task in builds:
+                task.cancel()
+            await asyncio.gather(*builds, return_exceptions=True)
+            self._spaces.clear()
+            await self._write(self._host.start)
+            log.warning("vectors.edge.host_restarted", starts=self._host.starts)
 
     def _load(self, name: str, create: SpaceName | None) -> _Space | None:
         """Open the space's live generation, or create the space (writer thread)."""
@@ -351,11 +343,15 @@ class EdgeVectorStore(VectorStore):
             }
             _write_atomically(root / SPACE_FILE, json.dumps(meta) + "\n")
             path = root / f"{GEN_PREFIX}{uuid.uuid4().hex}"
+            config = (
+                create.dim,
+                create.distance,
+                HNSW_M,
+                HNSW_EF_CONSTRUCT,
+                FULL_SCAN_THRESHOLD_KB,
+            )
             try:
-                shard = qe.EdgeShard.create(str(path), edge_config(create.dim, create.distance))
-                for field_name, schema in INDEXED_FIELDS.items():
-                    shard.update(qe.UpdateOperation.create_field_index(field_name, _SCHEMA[schema]))
-                shard.flush()
+                self._host.call("create", str(path), config, dict(INDEXED_FIELDS))
             except Exception as exc:
                 raise _edge_error(f"cannot create vector space {name}", exc) from exc
             _write_atomically(current_file, path.name + "\n")
@@ -370,7 +366,7 @@ class EdgeVectorStore(VectorStore):
                     log.warning("vectors.edge.stale_generation", space=name, path=str(stale))
                     shutil.rmtree(stale, ignore_errors=True)
             try:
-                shard = qe.EdgeShard.load(str(path))
+                self._host.call("load", str(path))
             except Exception as exc:
                 raise _edge_error(f"cannot load vector space {name} from {path}", exc) from exc
             _warm(path, wait=False)
@@ -381,15 +377,15 @@ class EdgeVectorStore(VectorStore):
             str(meta["model"]),
             int(meta["dim"]),
             meta.get("distance", "cosine"),
-            _Generation(path, shard),
+            _Generation(path, self._host),
         )
         self._refresh(sp)
         return sp
 
-    def _refresh(self, sp: _Space) -> None:
-        info = sp.live().shard.info()
-        sp.points = info.points_count
-        sp.unindexed = max(0, info.points_count - info.indexed_vectors_count)
+    def _refresh(self, sp: _Space, info: Info | None = None) -> None:
+        points, indexed = info or self._host.call("info", sp.live().key)
+        sp.points = points
+        sp.unindexed = max(0, points - indexed)
 
     async def ensure_space(self, space: SpaceName) -> None:
         sp = await self._space(self.name_of(space), create=space)
@@ -429,23 +425,22 @@ class EdgeVectorStore(VectorStore):
 
     # --- writes ---
 
-    def _apply(self, sp: _Space, make: Callable[[], qe.UpdateOperation], points: int) -> None:
+    def _apply(self, sp: _Space, update: Update, points: int) -> None:
         """Apply one update to the live shard, and to the journal while a build runs."""
-        op = make()
         try:
-            sp.live().shard.update(op)
+            self._host.call("update", sp.live().key, [update])
         except Exception as exc:
             raise _edge_error(f"update of vector space {sp.name} failed", exc) from exc
         journal = sp.journal
         if journal is not None:
-            journal.append(op)
+            journal.append(update)
         sp.dirty += points
 
     def _after_writes(self, sp: _Space) -> None:
         if sp.gen is None:
             return
         if sp.dirty >= self.flush_after:
-            sp.gen.shard.flush()
+            self._host.call("flush", sp.gen.key)
             sp.dirty = 0
         self._refresh(sp)
 
@@ -455,15 +450,13 @@ class EdgeVectorStore(VectorStore):
             return
         sp = await self._space(self.name_of(space))
 
-        def make(chunk: list[Prepared]) -> Callable[[], qe.UpdateOperation]:
-            return lambda: qe.UpdateOperation.upsert_points(
-                [qe.Point(p.id, p.vector, p.payload) for p in chunk]
-            )
+        def upsert(chunk: list[Prepared]) -> Update:
+            return ("upsert", [(p.id, p.vector, p.payload) for p in chunk])
 
         async with sp.lock:
             for i in range(0, len(prepared), self.batch):
                 chunk = prepared[i : i + self.batch]
-                await self._write(self._apply, sp, make(chunk), len(chunk))
+                await self._write(self._apply, sp, upsert(chunk), len(chunk))
             await self._write(self._after_writes, sp)
         self._maybe_build(sp)
 
@@ -476,24 +469,19 @@ class EdgeVectorStore(VectorStore):
         async with sp.lock:
             for i in range(0, len(ids), step):
                 chunk = ids[i : i + step]
-                await self._write(
-                    self._apply, sp, lambda c=chunk: qe.UpdateOperation.delete_points(c), len(chunk)
-                )
+                await self._write(self._apply, sp, ("delete", chunk), len(chunk))
             await self._write(self._after_writes, sp)
 
     async def delete_session(self, space: SpaceName, session_id: str) -> None:
         sp = await self._space(self.name_of(space))
-        flt = to_filter(SearchFilter(session_ids=(session_id,)))
-        assert flt is not None
+        flt = SearchFilter(session_ids=(session_id,))
         async with sp.lock:
-            await self._write(
-                self._apply, sp, lambda: qe.UpdateOperation.delete_points_by_filter(flt), 1
-            )
+            await self._write(self._apply, sp, ("delete_filter", flt), 1)
             await self._write(self._after_writes, sp)
 
     # --- reads ---
 
-    def _with_live(self, sp: _Space, fn: Callable[[qe.EdgeShard], T]) -> T:
+    def _with_live(self, sp: _Space, fn: Callable[[str], T]) -> T:
         """Run `fn` on the live shard (reader thread); a swap waits for it to finish."""
         while True:
             gen = sp.live()
@@ -520,44 +508,32 @@ class EdgeVectorStore(VectorStore):
         sp = await self._space(self.name_of(space))
         if flt.empty_result:
             return []
-        request = qe.QueryRequest(
-            limit=limit,
-            query=qe.Query.Nearest(query),
-            filter=to_filter(flt),
-            with_payload=True,
-            params=qe.SearchParams(hnsw_ef=self.search_ef),
-        )
 
-        def run(shard: qe.EdgeShard) -> list[VectorHit]:
+        def run(key: str) -> list[VectorHit]:
             try:
-                found = shard.query(request)
+                found = self._host.call("query", key, query, limit, flt, self.search_ef)
             except Exception as exc:
                 raise _edge_error(f"search of vector space {sp.name} failed", exc) from exc
-            return [VectorHit(str(p.id), float(p.score), dict(p.payload or {})) for p in found]
+            return [VectorHit(*hit) for hit in found]
 
         return await self._read(self._with_live, sp, run)
 
     async def count(self, space: SpaceName) -> int:
         sp = await self._space(self.name_of(space))
-        return await self._read(
-            self._with_live, sp, lambda shard: shard.count(qe.CountRequest(exact=True))
-        )
+        return int(await self._read(self._with_live, sp, lambda key: self._host.call("count", key)))
 
     async def segment_points(self, space: SpaceName | str) -> list[SegmentPointKey]:
         sp = await self._space(self.name_of(space))
         out: list[SegmentPointKey] = []
         offset: Any = None
+        fields = ["kind", "session_id", "segment_id"]
         while True:
-            request = qe.ScrollRequest(
-                offset=offset,
-                limit=SCAN_PAGE,
-                with_payload=["kind", "session_id", "segment_id"],
-                with_vector=False,
-            )
             records, offset = await self._read(
-                self._with_live, sp, lambda shard, r=request: shard.scroll(r)
+                self._with_live,
+                sp,
+                lambda key, o=offset: self._host.call("scroll", key, o, SCAN_PAGE, fields),
             )
-            out.extend(k for rec in records if (k := segment_key(rec.id, rec.payload)))
+            out.extend(k for rid, payload in records if (k := segment_key(rid, payload)))
             if offset is None:
                 return out
 
@@ -645,7 +621,7 @@ class EdgeVectorStore(VectorStore):
     def _snapshot(self, sp: _Space) -> Path:
         """Flush the live shard and copy it to a new generation (writer thread)."""
         gen = sp.live()
-        gen.shard.flush()
+        self._host.call("flush", gen.key)
         sp.dirty = 0
         new_path = sp.root / f"{GEN_PREFIX}{uuid.uuid4().hex}"
         shutil.copytree(gen.path, new_path)
@@ -679,23 +655,24 @@ class EdgeVectorStore(VectorStore):
     def _swap(self, sp: _Space, new_path: Path) -> None:
         """Open the built copy, replay the journal into it, make it live (writer thread)."""
         old = sp.live()
+        key = str(new_path)
         try:
-            shard = qe.EdgeShard.load(str(new_path))
+            self._host.call("load", key)
         except Exception as exc:
             raise _edge_error(f"cannot load the built index of {sp.name}", exc) from exc
         try:
-            for op in sp.journal or ():
-                shard.update(op)
+            info = self._host.call("update", key, sp.journal or [])
             _write_atomically(sp.root / CURRENT, new_path.name + "\n")
         except Exception as exc:
-            shard.close()
+            with contextlib.suppress(Exception):
+                self._host.call("close", key, False)
             if isinstance(exc, OSError):
                 raise
             raise _edge_error(f"cannot replay writes into the index of {sp.name}", exc) from exc
-        sp.gen, sp.journal = _Generation(new_path, shard), None
+        sp.gen, sp.journal = _Generation(new_path, self._host), None
         old.retire(flush=False)
         shutil.rmtree(old.path, ignore_errors=True)
-        self._refresh(sp)
+        self._refresh(sp, info)
         sp.build_floor = sp.unindexed
 
     def _discard(self, sp: _Space) -> None:
@@ -708,17 +685,6 @@ class EdgeVectorStore(VectorStore):
 
 
 # --- the index builder (child process) ---------------------------------------------------
-
-
-def _die_with_parent(parent: int) -> None:
-    """Linux: get SIGKILL when the parent dies, so no orphan writes into a generation."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-    if os.getppid() != parent:
-        sys.exit(3)
 
 
 def build(path: str) -> None:
@@ -735,7 +701,7 @@ def main(argv: Sequence[str]) -> int:
     if len(argv) != 3 or argv[0] != "build":
         print("usage: python -m context_engine.vectors.edge build SHARD_DIR PARENT_PID")
         return 2
-    _die_with_parent(int(argv[2]))
+    die_with_parent(int(argv[2]))
     with contextlib.suppress(OSError):
         os.nice(10)  # the serving process keeps the cores it needs
     build(argv[1])
