@@ -210,20 +210,34 @@ def diarization_error(
 
 CALL = "two-speaker-call"
 MEETING = "meeting-clips"
+MEETING_TRAIN = "meeting-clips-train"  # nine more AMI excerpts (trn01 … trn09)
 
 
 def reference_clips(
     data: Path,
 ) -> list[tuple[str, Path, list[SpeakerTurn], list[tuple[float, float]] | None]]:
-    """The speech data's three scored clips: (key, wav, reference turns, UEM or None)."""
+    """The speech data's scored clips: (key, wav, reference turns, UEM or None) — the call,
+    the two dev meeting clips, and the nine train meeting clips where the data has them."""
     rttm_call = read_rttm(data / CALL / "sample.rttm")
-    rttm_meet = read_rttm(data / MEETING / "debug.development.rttm")
-    uem_meet = read_uem(data / MEETING / "debug.development.uem")
-    return [
-        ("call", data / CALL / "sample.wav", rttm_call.get("sample", []), None),
-        ("dev00", data / MEETING / "dev00.wav", rttm_meet.get("dev00", []), uem_meet.get("dev00")),
-        ("dev01", data / MEETING / "dev01.wav", rttm_meet.get("dev01", []), uem_meet.get("dev01")),
-    ]
+    out = [("call", data / CALL / "sample.wav", rttm_call.get("sample", []), None)]
+    return out + meeting_clips(data)
+
+
+def meeting_clips(
+    data: Path,
+) -> list[tuple[str, Path, list[SpeakerTurn], list[tuple[float, float]] | None]]:
+    """The AMI meeting excerpts, each on its UEM: dev00, dev01, then trn01 … (when present)."""
+    out = []
+    for folder, name in ((MEETING, "debug.development"), (MEETING_TRAIN, "debug.train")):
+        rttm_path = data / folder / f"{name}.rttm"
+        if not rttm_path.is_file():
+            continue
+        rttm, uem = read_rttm(rttm_path), read_uem(data / folder / f"{name}.uem")
+        for key in sorted(uem):
+            wav = data / folder / f"{key}.wav"
+            if wav.is_file():
+                out.append((key, wav, rttm.get(key, []), uem.get(key)))
+    return out
 
 
 def solo_regions(turns: Sequence[SpeakerTurn], speaker: str) -> list[tuple[float, float]]:

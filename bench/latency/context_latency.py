@@ -63,6 +63,7 @@ the event loop's own work), on the event loop and in worker threads; the raw sta
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import queue
 import random
@@ -435,10 +436,16 @@ class Soak:
 
 
 def rss_mb(pid: int) -> float:
-    """Resident memory of a process (Linux /proc), MB."""
+    """Resident memory of a process and its children (the vector store's host process),
+    MB (Linux /proc)."""
+    total = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError, ValueError):
+            for child in (task / "children").read_text().split():
+                total += rss_mb(int(child))
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
+            return total + int(line.split()[1]) / 1024
     return float("nan")
 
 
@@ -735,7 +742,7 @@ def report_readers(
             f"{soaked.clients} clients for {soaked.seconds:.0f} s (fused): {len(ms):,} requests "
             f"at {len(ms) / soaked.wall:.0f}/s; p50 {percentile(ms, 50):.1f}, p95 "
             f"{percentile(ms, 95):.1f}, p99 {percentile(ms, 99):.1f}, max {max(ms):.1f} ms; "
-            f"HTTP {statuses}; {errors} errors; engine resident memory "
+            f"HTTP {statuses}; {errors} errors; engine resident memory (with its vector host) "
             f"{soaked.rss_mb[0]:,.0f} MB before, peak {max(soaked.rss_mb):,.0f}, after "
             f"{soaked.rss_mb[-1]:,.0f} MB"
         )
