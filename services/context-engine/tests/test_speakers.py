@@ -121,7 +121,8 @@ async def test_the_vector_leg_embeds_the_question_without_the_speakers(
                          as_of=(T0 + timedelta(days=1)).isoformat())  # fmt: skip
     assert r.status_code == 200, r.text
     assert r.json()["legs"]["vector"] == "ok"
-    assert asked == ["When does flight leave?"]
+    # asked before the search's turn (prepared) and by the search (the kept vector)
+    assert asked and set(asked) == {"When does flight leave?"}
 
 
 async def test_switched_off_the_question_is_embedded_as_asked(
