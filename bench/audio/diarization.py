@@ -1,29 +1,28 @@
-"""Diarization alone (no STT) on the real clips, backend against backend: DER with overlap
-scored and no collar (10 ms frames, optimal mapping; the UEM on the meeting clips), split
-into missed speech, false alarm and confusion; speakers found against the reference; the
-overlap found; and the seconds the diarizer took per second of audio.
+"""Diarization on every real clip with references: the two-speaker call and the eleven AMI
+meeting excerpts (meeting-clips dev00/dev01 and meeting-clips-train trn01 … trn09), through
+the real fast path in process (`transcribe_clip`: VAD → diarization → STT → speaker identity
+→ emotion, the models the settings choose, loaded once).
 
-First, voice activity alone: Silero's regions and the segmentation model's speech against the
-reference speech (missed and false alarm), the evidence for the default VAD.
+Per clip: DER with overlap scored and no collar (10 ms frames, optimal one-to-one mapping;
+the meeting clips on their UEM), split into missed speech, false alarm and confusion, of the
+diarizer's turns and of the transcript's segments (a segment's speaker over its span); the
+speakers found against the reference; the fast path's RTF and its diarization and STT
+seconds. Then the mean over the eleven meeting clips, the largest, the clips whose speaker
+count is right, and the targets of issue 38.
 
-Backends:
-- `embedded`: Silero VAD regions → CAM++ 1.5 s windows → clustering (one speaker at a time);
-- `segmented`: pyannote's segmentation-3.0 (ONNX) for speech, overlap and speaker count;
-  the same windows for who is who, windows touching overlap left out of the clustering; two
-  turns at once in overlap (speakers/segmented.py); `--step` sets its chunk step.
+`--oracle` adds the study of where the error comes from (bench/audio/diarizer_study.py has
+the clustering and embedder studies): the diarizer given the reference speech, the reference
+speaker count, or both.
 
-The clips are the whole files (the meeting clips are scored on their UEM, the first 30 s);
-references without solo speech or silent clips are scored as they are (no speaker needs solo
-speech here).
-
-    uv run python bench/audio/diarization.py [--data ../shared/data/speech] [--step 1.0]
+    uv run python bench/audio/diarization.py [--data ../shared/data/speech] [--oracle]
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
+import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -33,63 +32,114 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/machine.py
 from machine import console, print_footer, print_header
-from scoring import CALL, MEETING, SpeakerTurn, diarization_error, reference_clips
+from scoring import CALL, MEETING, DerResult, SpeakerTurn, diarization_error, reference_clips
+from speech_quality import Run, as_turns, fast_path, segment_turns
 
 from audio_pipeline.audio import AudioClip, decode_audio
 from audio_pipeline.config import Settings
-from audio_pipeline.speakers import create_embedder
-from audio_pipeline.speakers.embedded import EmbeddedDiarizer
-from audio_pipeline.speakers.segmented import SegmentedDiarizer
-from audio_pipeline.stt import Region
-from audio_pipeline.vad.segmentation import SegmentationVad
-from audio_pipeline.vad.silero import SileroVad
+from audio_pipeline.pipeline import Models
+from audio_pipeline.speakers.enrollment import EnrollmentBank, SessionSpeakers
+
+TARGET_MEAN_DER = 0.25  # the eleven meeting clips' mean
+TARGET_MAX_DER = 0.35  # no meeting clip above
+TARGET_COUNT_RIGHT = 8  # clips of eleven with the speaker count right
+TARGET_CALL_DER = 0.12
+TARGET_RTF = 0.2  # every clip
 
 
 @dataclass
-class Clip:
+class Scored:
     key: str
     clip: AudioClip
     reference: list[SpeakerTurn]
     uem: list[tuple[float, float]] | None
+    run: Run
+    turns: DerResult
+    segments: DerResult
+
+    @property
+    def meeting(self) -> bool:
+        return self.key != "call"
+
+    @property
+    def rtf(self) -> float:
+        return self.run.total_s / self.clip.duration_s
 
 
-def load_clips(data: Path, max_seconds: float) -> list[Clip]:
-    return [
-        Clip(key, decode_audio(path.read_bytes(), max_seconds=max_seconds), ref, uem)
-        for key, path, ref, uem in reference_clips(data)
-    ]
+def pct(x: float) -> str:
+    return f"{100 * x:.1f}"
 
 
-def report_vad(clips: list[Clip], vads: dict[str, Callable[[AudioClip], list[Region]]]) -> None:
-    """Speech found against the reference's speech (all speakers as one): missed speech and
-    false alarm as shares of the reference speech, inside the UEM on the meeting clips. The
-    padded rows are what STT gets (Silero pads 0.2 s, the segmentation VAD SPEECH_PAD_S); the
-    unpadded segmentation row is the speech the segmented diarizer works on."""
-    table = Table(title="Voice activity: each detector's speech against the reference speech")
-    for col in ("clip", "VAD", "missed %", "false alarm %", "detection error %", "speech s (ref)"):
-        table.add_column(col, justify="left" if col in ("clip", "VAD") else "right")
-    for c in clips:
-        reference = [SpeakerTurn(t.start, t.end, "speech") for t in c.reference]
-        for name, regions in vads.items():
-            found = [SpeakerTurn(a, b, "speech") for a, b in regions(c.clip)]
-            d = diarization_error(reference, found, duration_s=c.clip.duration_s, uem=c.uem)
-            ref_s = d.reference_s or float("nan")
-            table.add_row(
-                c.key,
-                name,
-                f"{d.missed_s / ref_s * 100:.1f}",
-                f"{d.false_alarm_s / ref_s * 100:.1f}",
-                f"{(d.missed_s + d.false_alarm_s) / ref_s * 100:.1f}",
-                f"{d.reference_s - d.missed_s + d.false_alarm_s:.1f} ({d.reference_s:.1f})",
-            )
+def verdict(ok: bool) -> str:
+    return "[green]met[/]" if ok else "[red]not met[/]"
+
+
+def report(scored: list[Scored]) -> None:
+    table = Table(title="DER %, overlap scored, no collar (diarizer turns · transcript segments)")
+    for col in ("clip", "DER", "missed", "false alarm", "confusion", "speakers found/ref",
+                "DER of segments", "diarize s", "stt s", "RTF"):  # fmt: skip
+        table.add_column(col, justify="left" if col == "clip" else "right")
+    for s in scored:
+        d, ref_s = s.turns, s.turns.reference_s or float("nan")
+        timings = s.run.result.timings_s
+        table.add_row(
+            s.key, f"[bold]{pct(d.der)}[/]", pct(d.missed_s / ref_s),
+            pct(d.false_alarm_s / ref_s), pct(d.confusion_s / ref_s),
+            f"{d.hyp_speakers}/{d.ref_speakers}", pct(s.segments.der),
+            f"{timings.get('diarization', 0.0):.2f}", f"{timings.get('stt', 0.0):.2f}",
+            f"{s.rtf:.3f}",
+        )  # fmt: skip
     console.print(table)
+    meetings = [s for s in scored if s.meeting]
+    call = next((s for s in scored if not s.meeting), None)
+    if not meetings:
+        return
+    ders = [s.turns.der for s in meetings]
+    mean = statistics.fmean(ders)
+    worst = max(meetings, key=lambda s: s.turns.der)
+    right = [s.key for s in meetings if s.turns.hyp_speakers == s.turns.ref_speakers]
+    seg_mean = statistics.fmean(s.segments.der for s in meetings)
+    parts = {
+        name: statistics.fmean(
+            getattr(s.turns, f"{name}_s") / (s.turns.reference_s or float("nan")) for s in meetings
+        )
+        for name in ("missed", "false_alarm", "confusion")
+    }
+    console.print(
+        f"{len(meetings)} meeting clips: mean DER {pct(mean)} % (missed {pct(parts['missed'])}, "
+        f"false alarm {pct(parts['false_alarm'])}, confusion {pct(parts['confusion'])}); "
+        f"largest {pct(worst.turns.der)} % ({worst.key}); speaker count right on "
+        f"{len(right)} ({', '.join(right)}); transcript segments' mean DER {pct(seg_mean)} %"
+    )
+    slowest = max(scored, key=lambda s: s.rtf)
+    console.rule("targets (issue 38)")
+    console.print(f"mean DER ≤ {pct(TARGET_MEAN_DER)} %: {pct(mean)} — {verdict(mean <= TARGET_MEAN_DER)}")
+    console.print(
+        f"no meeting clip above {pct(TARGET_MAX_DER)} %: {worst.key} {pct(worst.turns.der)} — "
+        f"{verdict(worst.turns.der <= TARGET_MAX_DER)}"
+    )
+    console.print(
+        f"speaker count right on ≥ {TARGET_COUNT_RIGHT} of {len(meetings)}: {len(right)} — "
+        f"{verdict(len(right) >= TARGET_COUNT_RIGHT)}"
+    )
+    if call is not None:
+        console.print(
+            f"the call ≤ {pct(TARGET_CALL_DER)} %: {pct(call.turns.der)} — "
+            f"{verdict(call.turns.der <= TARGET_CALL_DER)}"
+        )
+    console.print(
+        f"RTF ≤ {TARGET_RTF} on every clip: largest {slowest.rtf:.3f} ({slowest.key}) — "
+        f"{verdict(slowest.rtf <= TARGET_RTF)}"
+    )
 
 
 def main(
     data: Annotated[Path, typer.Option(help="the speech data folder")] = Path(
         "../shared/data/speech"
     ),
-    step: Annotated[float, typer.Option(help="the segmented backend's chunk step (s)")] = 1.0,
+    only: Annotated[
+        str | None, typer.Option(help="comma-separated clip keys (call, dev00, trn01, …)")
+    ] = None,
 ) -> None:
     if not (data / CALL / "sample.wav").is_file() or not (data / MEETING / "dev00.wav").is_file():
         console.print(f"[red]speech data not found under {data.resolve()}[/]; pass --data PATH")
@@ -97,59 +147,53 @@ def main(
     from her_os_shared.logging import configure_logging
 
     configure_logging("bench", "warning", "json")
-    print_header("audio pipeline: diarization backends on the real clips")
-    settings = Settings(allow_insecure_no_token=True)
-    clips = load_clips(data, settings.max_audio_seconds)
-    embedder = create_embedder(settings)
-    vad = SileroVad()
-    segmented = SegmentedDiarizer(embedder, step_s=step)
-    embedded = EmbeddedDiarizer(embedder)
-    for loadable in (embedder, vad, segmented, embedded):
-        loadable.load()
-    report_vad(
-        clips,
-        {
-            "Silero (padded 0.2 s)": vad.regions,
-            "segmentation": lambda clip: segmented.speech(clip),
-            "segmentation (padded 0.4 s)": SegmentationVad(segmented.segmentation).regions,
-        },
-    )
-
-    table = Table(title=f"DER, overlap scored, no collar (segmented: step {step} s)")
-    for col in ("clip", "backend", "DER %", "missed %", "false alarm %", "confusion %"):
-        table.add_column(col, justify="right" if "%" in col else "left")
-    table.add_column("speakers found/ref", justify="right")
-    table.add_column("overlap found s", justify="right")
-    table.add_column("diarize s/s audio", justify="right")
-    for c in clips:
-        runs = []
+    print_header("audio pipeline: diarization on the call and the eleven meeting clips")
+    wanted = {k.strip() for k in only.split(",")} if only else None
+    clips = [c for c in reference_clips(data) if wanted is None or c[0] in wanted]
+    with tempfile.TemporaryDirectory(prefix="bench-diar-", ignore_cleanup_errors=True) as tmp:
+        work = Path(tmp)
+        settings = Settings(
+            allow_insecure_no_token=True,
+            models_dir=work / "models",
+            enrollment_dir=work / "enrollment",
+            transcripts_dir=work / "transcripts",
+            events_dir=work / "events",
+        )
+        console.print(
+            f"backends: vad {settings.vad_backend}, diarization {settings.diarization_backend} "
+            f"(speaker embedder {settings.speaker_embedder}), stt {settings.stt_backend} "
+            f"({settings.stt_compute_type}, {settings.stt_threads} threads)"
+        )
+        models = Models.from_settings(settings)
         t = time.perf_counter()
-        regions = vad.regions(c.clip)
-        turns = embedded.diarize(c.clip, regions)
-        runs.append(("embedded (Silero VAD)", turns, time.perf_counter() - t, 0.0))
-        t = time.perf_counter()
-        result = segmented.run(c.clip)
-        overlap = sum(b - a for a, b in result.overlap)
-        runs.append(("segmented", result.turns, time.perf_counter() - t, overlap))
-        for name, found, seconds, overlap_s in runs:
-            hyp = [SpeakerTurn(x.start, x.end, x.speaker) for x in found]
-            d = diarization_error(c.reference, hyp, duration_s=c.clip.duration_s, uem=c.uem)
-            ref_s = d.reference_s or float("nan")
-            table.add_row(
-                c.key,
-                name,
-                f"{d.der * 100:.1f}",
-                f"{d.missed_s / ref_s * 100:.1f}",
-                f"{d.false_alarm_s / ref_s * 100:.1f}",
-                f"{d.confusion_s / ref_s * 100:.1f}",
-                f"{d.hyp_speakers}/{d.ref_speakers}",
-                f"{overlap_s:.1f}",
-                f"{seconds / c.clip.duration_s:.3f}",
+        with console.status("loading the models"):
+            models.load()
+        console.print(f"models loaded in {time.perf_counter() - t:.1f} s")
+        bank = EnrollmentBank.from_settings(settings)
+        first = clips[0][1].read_bytes()
+        with console.status("warm-up run"):
+            fast_path(models, first, SessionSpeakers(bank), settings.transcripts_dir, "warm")
+        scored = []
+        for key, path, reference, uem in clips:
+            raw = path.read_bytes()
+            clip = decode_audio(raw, max_seconds=settings.max_audio_seconds)
+            with console.status(f"{key}"):
+                run = fast_path(models, raw, SessionSpeakers(bank), settings.transcripts_dir, key)
+            turns = diarization_error(
+                reference, as_turns(run.turns), duration_s=clip.duration_s, uem=uem
             )
-    console.print(table)
+            segments = diarization_error(
+                reference, segment_turns(run.result), duration_s=clip.duration_s, uem=uem
+            )
+            scored.append(Scored(key, clip, reference, uem, run, turns, segments))
+            console.print(
+                f"{key}: DER {pct(turns.der)} %, {turns.hyp_speakers}/{turns.ref_speakers} "
+                f"speakers, RTF {run.total_s / clip.duration_s:.3f}"
+            )
+    report(scored)
     console.print(
-        "diarize s/s audio: this run's time for the whole clip (VAD included for embedded), "
-        "2 ONNX threads; noisy on a shared VM"
+        "RTF: the whole fast path for the clip (decode, VAD, diarization, STT, speaker id, "
+        "emotion, the JSONL append), one run after a warm-up; noisy on a shared VM"
     )
     print_footer()
 
