@@ -10,11 +10,10 @@ speakers found against the reference; the fast path's RTF and its diarization an
 seconds. Then the mean over the eleven meeting clips, the largest, the clips whose speaker
 count is right, and the targets of issue 38.
 
-`--oracle` adds the study of where the error comes from (bench/audio/diarizer_study.py has
-the clustering and embedder studies): the diarizer given the reference speech, the reference
-speaker count, or both.
+The study of where the error comes from is in docs/benchmarks.md (issue 38);
+bench/audio/diarizer_study.py has the clustering and embedder studies.
 
-    uv run python bench/audio/diarization.py [--data ../shared/data/speech] [--oracle]
+    uv run python bench/audio/diarization.py [--data ../shared/data/speech] [--only trn01,…]
 """
 
 from __future__ import annotations
@@ -113,7 +112,9 @@ def report(scored: list[Scored]) -> None:
     )
     slowest = max(scored, key=lambda s: s.rtf)
     console.rule("targets (issue 38)")
-    console.print(f"mean DER ≤ {pct(TARGET_MEAN_DER)} %: {pct(mean)} — {verdict(mean <= TARGET_MEAN_DER)}")
+    console.print(
+        f"mean DER ≤ {pct(TARGET_MEAN_DER)} %: {pct(mean)} — {verdict(mean <= TARGET_MEAN_DER)}"
+    )
     console.print(
         f"no meeting clip above {pct(TARGET_MAX_DER)} %: {worst.key} {pct(worst.turns.der)} — "
         f"{verdict(worst.turns.der <= TARGET_MAX_DER)}"

@@ -143,7 +143,11 @@ def as_turns(turns: Sequence[Turn]) -> list[SpeakerTurn]:
 
 
 def segment_turns(result: ClipResult) -> list[SpeakerTurn]:
-    return [SpeakerTurn(s.start, s.end, s.speaker) for s in result.segments]
+    """What the transcript says of who spoke when: each segment's speaker over its span, and
+    the other voices it records as overlapping it."""
+    return [SpeakerTurn(s.start, s.end, s.speaker) for s in result.segments] + [
+        SpeakerTurn(o.start, o.end, o.speaker) for s in result.segments for o in s.overlap
+    ]
 
 
 def same_output(a: Run, b: Run) -> bool:

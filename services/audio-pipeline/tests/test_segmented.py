@@ -241,3 +241,20 @@ def test_hard_audio_gives_turns_or_nothing_never_an_error(diarizer: SegmentedDia
             assert 0 <= turn.start < turn.end <= clip.duration_s + 1e-6, (name, turn)
         if name != "music":
             assert result.turns, f"{name}: the speech was not found"
+
+
+def test_overlap_the_chunks_cannot_name_goes_to_the_nearest_other_voice() -> None:
+    """Frames where two people talk but no chunk names the second: the voice heard just
+    before or after (not the frame's own); with only one voice in the clip, nobody."""
+    # frames:   0  1  2  3  4  5  6  7
+    main = np.array([0, 0, 1, 1, 1, 2, 2, -1])
+    count = np.array([1, 2, 2, 2, 1, 2, 1, 0])
+    second = np.array([-1, -1, -1, 0, -1, -1, -1, -1])  # frame 3 named by the chunks
+    filled = SegmentedDiarizer._fill_second(main, second, count)
+    # frame 1 (voice 0): voice 1 starts next frame; frame 2 (voice 1): voice 0 just before;
+    # frame 3 keeps the chunks' answer; frame 5 (voice 2): voice 1 just before
+    assert filled.tolist() == [-1, 1, 0, 0, -1, 1, -1, -1]
+    assert second.tolist() == [-1, -1, -1, 0, -1, -1, -1, -1]  # not changed in place
+    alone = SegmentedDiarizer._fill_second(np.zeros(4, dtype=np.int64), -np.ones(4, dtype=np.int64),
+                                           np.array([2, 2, 1, 1]))  # fmt: skip
+    assert alone.tolist() == [-1, -1, -1, -1]

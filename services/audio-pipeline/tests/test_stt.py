@@ -163,3 +163,52 @@ def test_speech_regions_are_merged_into_whisper_windows() -> None:
     regions = [(0.5, 2.0), (3.0, 5.0), (20.0, 29.0), (31.0, 33.0), (70.0, 110.0), (111.0, 112.0)]
     assert window_spans(regions) == [(0.5, 29.0), (31.0, 33.0), (70.0, 110.0), (111.0, 112.0)]
     assert window_spans([]) == []
+
+
+def test_a_repetitive_segment_is_a_loop_and_windows_are_decoded_once(tmp_path: Path) -> None:
+    """Whisper's temperature fallback is off by default (one decode per window); a segment
+    whose text compresses like a repetition loop is what gets dropped instead."""
+    from types import SimpleNamespace
+
+    from audio_pipeline.stt.faster_whisper_backend import LOOP_COMPRESSION_RATIO, _looping
+
+    assert _looping(SimpleNamespace(compression_ratio=LOOP_COMPRESSION_RATIO + 0.1))
+    assert not _looping(SimpleNamespace(compression_ratio=1.6))
+    assert not _looping(SimpleNamespace())  # a backend without the figure keeps everything
+
+    class RecordingModelDouble:
+        """Test double for faster-whisper's model: records the options, returns a loop and
+        a normal segment."""
+
+        def __init__(self) -> None:
+            self.options: dict = {}
+
+        def transcribe(self, samples, **options):  # type: ignore[no-untyped-def]
+            self.options = options
+            word = SimpleNamespace(word=" yes", start=0.1, end=0.3, probability=0.9)
+            loop = SimpleNamespace(
+                text=" yes yes yes yes yes yes yes yes yes yes yes yes",
+                start=0.0,
+                end=1.0,
+                words=[word],
+                compression_ratio=4.2,
+            )
+            fine = SimpleNamespace(text=" the train leaves at nine", start=1.0, end=2.0,
+                                   words=[SimpleNamespace(word=" the", start=1.0, end=1.2,
+                                                          probability=0.9)],
+                                   compression_ratio=1.1)  # fmt: skip
+            return iter([loop, fine]), SimpleNamespace(language="en")
+
+    for fallback, temperature in ((False, 0.0), (True, None)):
+        backend = FasterWhisperStt(models_dir=tmp_path, temperature_fallback=fallback)
+        double = RecordingModelDouble()
+        backend._model = double  # type: ignore[assignment]
+        segments = backend.transcribe(AudioClip(np.zeros(32000, dtype=np.float32)), [(0.0, 2.0)])
+        assert [s.text for s in segments] == ["the train leaves at nine"]
+        assert double.options.get("temperature") == temperature
+    assert (
+        create_stt(
+            Settings(allow_insecure_no_token=True, models_dir=tmp_path)
+        )._temperature_fallback
+        is False
+    )  # type: ignore[attr-defined]

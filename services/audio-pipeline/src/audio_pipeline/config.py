@@ -69,6 +69,11 @@ class Settings(ServiceSettings):
     stt_device: str = "cpu"
     stt_compute_type: str = "int8"
     stt_threads: int = Field(default=2, ge=1)
+    # Whisper's temperature fallback: a window whose text looks wrong (low log-probability,
+    # repetitive) is decoded again at rising temperatures, up to six times. On overlapped
+    # speech that made STT take 0.4 s per second of audio; off, each window is decoded once
+    # and a repetitive segment is dropped instead (docs/benchmarks.md, issue 38).
+    stt_temperature_fallback: bool = False
     whisperx_model: str = "large-v3"
 
     # --- voice activity (vad/) ---

@@ -84,6 +84,7 @@ def create_stt(settings: Settings) -> SpeechToText:
         device=settings.stt_device,
         compute_type=settings.stt_compute_type,
         threads=settings.stt_threads,
+        temperature_fallback=settings.stt_temperature_fallback,
     )
 
 

@@ -34,6 +34,7 @@ class FasterWhisperStt:
         compute_type: str = "int8",
         threads: int = 2,
         beam_size: int = 5,
+        temperature_fallback: bool = False,
     ) -> None:
         self._models_dir = models_dir
         self._language = language
@@ -41,6 +42,7 @@ class FasterWhisperStt:
         self._compute_type = compute_type
         self._threads = threads
         self._beam_size = beam_size
+        self._temperature_fallback = temperature_fallback
         self._model: WhisperModel | None = None
         # One lock for load and inference: a single CTranslate2 worker runs one decode at a
         # time anyway, and faster-whisper's segment generator is not meant to be interleaved.
@@ -88,6 +90,11 @@ class FasterWhisperStt:
             # loop on a hallucination across a long recording.
             "condition_on_previous_text": False,
         }
+        if not self._temperature_fallback:
+            # One decode per window: overlapped speech made Whisper re-decode windows at
+            # rising temperatures (up to six passes each); a repetitive segment, what the
+            # fallback was for, is dropped after decoding instead (`_looping`).
+            options["temperature"] = 0.0
         if regions is not None:
             spans = normalize_regions(regions, duration)
             if not spans:
@@ -105,7 +112,15 @@ class FasterWhisperStt:
         with self._lock:
             model = self._load_locked()
             raw, info = model.transcribe(clip.samples, **options)
-            segments = [_segment(s, info.language, duration) for s in raw]
+            kept = []
+            for s in raw:
+                if _looping(s):
+                    log.warning("stt_dropped_repetition", start=round(s.start, 2),
+                                end=round(s.end, 2), compression_ratio=round(
+                                    s.compression_ratio, 2))  # fmt: skip
+                    continue
+                kept.append(_segment(s, info.language, duration))
+            segments = kept
         elapsed = time.perf_counter() - t0
         log.info(
             "stt_transcribed",
@@ -135,6 +150,15 @@ def window_spans(regions: list[Region], window_s: float = WINDOW_S) -> list[Regi
 
 def _clamp(t: float, duration: float) -> float:
     return min(max(0.0, float(t)), duration)
+
+
+# Whisper's own test for a repetition loop (its fallback threshold): text that compresses
+# better than this ratio repeats itself ("yeah yeah yeah ...").
+LOOP_COMPRESSION_RATIO = 2.4
+
+
+def _looping(raw: Any) -> bool:
+    return float(getattr(raw, "compression_ratio", 0.0) or 0.0) > LOOP_COMPRESSION_RATIO
 
 
 def _segment(raw: Any, language: str | None, duration: float) -> SttSegment:
