@@ -148,8 +148,8 @@ bench-locomo-offline: setup
 bench-audio: setup
 	$(RUN) python bench/audio/speech_quality.py
 
-# Diarization alone (bench/audio/diarization.py): DER split into missed / false alarm /
-# confusion, speakers and overlap found, per backend (embedded, segmented); under a minute.
+# Diarization on the call and the eleven meeting excerpts (bench/audio/diarization.py): DER
+# split into missed / false alarm / confusion, speakers found, RTF, identity across clips.
 bench-diarization: setup
 	$(RUN) python bench/audio/diarization.py
 

@@ -32,7 +32,8 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/machine.py
 from machine import console, print_footer, print_header
 from scoring import CALL, MEETING, DerResult, SpeakerTurn, diarization_error, reference_clips
-from speech_quality import Run, as_turns, fast_path, segment_turns
+from speech_quality import Clip as QualityClip
+from speech_quality import Run, as_turns, fast_path, report_identity, segment_turns, solo_speech
 
 from audio_pipeline.audio import AudioClip, decode_audio
 from audio_pipeline.config import Settings
@@ -134,6 +135,46 @@ def report(scored: list[Scored]) -> None:
     )
 
 
+def identity_pairs(scored: list[Scored]) -> list[tuple[Scored, Scored, list[str]]]:
+    """(enrol from, name in, shared speakers): for each clip, the earlier clip sharing the
+    most reference speakers that have solo speech in both (the same meeting's voices)."""
+
+    def solo(s: Scored) -> set[str]:
+        q = QualityClip(s.key, Path(), s.reference, s.uem, clip=s.clip)
+        return {p for p in {t.speaker for t in s.reference} if solo_speech(q, p) is not None}
+
+    voiced = {s.key: solo(s) for s in scored}
+    pairs = []
+    for i, target in enumerate(scored):
+        best = max(scored[:i], key=lambda a: len(voiced[a.key] & voiced[target.key]), default=None)
+        if best is not None and voiced[best.key] & voiced[target.key]:
+            pairs.append((best, target, sorted(voiced[best.key] & voiced[target.key])))
+    return pairs
+
+
+def report_identities(
+    models: Models, scored: list[Scored], raw: dict[str, bytes], work: Path
+) -> None:
+    """Item 5: a voice enrolled from one excerpt, named in another of the same meeting."""
+    right = total = 0
+    rows = []
+    for enrol, target, shared in identity_pairs(scored):
+        clips = [
+            QualityClip(s.key, Path(), s.reference, s.uem, data=raw[s.key], clip=s.clip)
+            for s in (enrol, target)
+        ]
+        _, _, ok, frames = report_identity(
+            models, clips[0], clips[1], work / f"{enrol.key}-{target.key}"
+        )
+        right, total = right + ok, total + frames
+        rows.append(f"{enrol.key} → {target.key} ({', '.join(shared)}): {ok}/{frames} frames")
+    if total:
+        console.print(
+            f"identity across clips: solo speech named right {right}/{total} frames "
+            f"({100 * right / total:.1f} %) — " + "; ".join(rows)
+        )
+
+
 def main(
     data: Annotated[Path, typer.Option(help="the speech data folder")] = Path(
         "../shared/data/speech"
@@ -141,6 +182,9 @@ def main(
     only: Annotated[
         str | None, typer.Option(help="comma-separated clip keys (call, dev00, trn01, …)")
     ] = None,
+    identity: Annotated[
+        bool, typer.Option(help="enroll each clip's voices and name them in another clip")
+    ] = True,
 ) -> None:
     if not (data / CALL / "sample.wav").is_file() or not (data / MEETING / "dev00.wav").is_file():
         console.print(f"[red]speech data not found under {data.resolve()}[/]; pass --data PATH")
@@ -175,8 +219,9 @@ def main(
         with console.status("warm-up run"):
             fast_path(models, first, SessionSpeakers(bank), settings.transcripts_dir, "warm")
         scored = []
+        audio: dict[str, bytes] = {}
         for key, path, reference, uem in clips:
-            raw = path.read_bytes()
+            raw = audio[key] = path.read_bytes()
             clip = decode_audio(raw, max_seconds=settings.max_audio_seconds)
             with console.status(f"{key}"):
                 run = fast_path(models, raw, SessionSpeakers(bank), settings.transcripts_dir, key)
@@ -191,7 +236,9 @@ def main(
                 f"{key}: DER {pct(turns.der)} %, {turns.hyp_speakers}/{turns.ref_speakers} "
                 f"speakers, RTF {run.total_s / clip.duration_s:.3f}"
             )
-    report(scored)
+        report(scored)
+        if identity:
+            report_identities(models, scored, audio, work)
     console.print(
         "RTF: the whole fast path for the clip (decode, VAD, diarization, STT, speaker id, "
         "emotion, the JSONL append), one run after a warm-up; noisy on a shared VM"

@@ -303,8 +303,11 @@ def enroll_reference_speakers(models: Models, bank: EnrollmentBank, clip: Clip) 
     return used
 
 
-def report_identity(models: Models, enrol: Clip, target: Clip, work: Path) -> tuple[int, int]:
-    """Enroll `enrol`'s reference speakers, run `target`; returns (recognised, speakers)."""
+def report_identity(
+    models: Models, enrol: Clip, target: Clip, work: Path
+) -> tuple[int, int, int, int]:
+    """Enroll `enrol`'s reference speakers, run `target`; returns (recognised, speakers, and
+    of the enrolled speakers' solo speech in `target`: frames named right, frames)."""
     assert enrol.clip is not None and target.clip is not None
     console.rule(f"Cross-clip identity: enrolled from {enrol.key}, recognised in {target.key}")
     names_a = sorted({t.speaker for t in enrol.reference})
@@ -355,7 +358,7 @@ def report_identity(models: Models, enrol: Clip, target: Clip, work: Path) -> tu
         ident = who.get(t.speaker)
         for i in np.flatnonzero((centres >= t.start) & (centres < t.end)):
             hyp_person[i] = ident.person if ident else None
-    recognised = 0
+    recognised = solo_right = solo_all = 0
     for person in names_b:
         label = d.mapping.get(person)
         ident = who.get(label) if label else None
@@ -366,6 +369,8 @@ def report_identity(models: Models, enrol: Clip, target: Clip, work: Path) -> tu
             solo |= (centres >= a) & (centres < b)
         idx = np.flatnonzero(solo)
         right = sum(1 for i in idx if hyp_person[i] == person)
+        if person in used:  # the share counts the voices that could be enrolled
+            solo_right, solo_all = solo_right + right, solo_all + len(idx)
         sim = f"{ident.similarity:.3f}" if ident and ident.similarity is not None else "—"
         table.add_row(
             person, label or "—", ident.label if ident else "—", sim,
@@ -376,7 +381,7 @@ def report_identity(models: Models, enrol: Clip, target: Clip, work: Path) -> tu
     if extra:
         console.print(f"diarized voices mapped to no reference speaker: {extra}")
     console.print(f"DER of this run: {pct(d.der)} ({d.hyp_speakers} speakers found)")
-    return recognised, len(names_b)
+    return recognised, len(names_b), solo_right, solo_all
 
 
 def report_voice_separability(models: Models, clips: list[Clip]) -> None:
@@ -563,7 +568,7 @@ def main(
         console.rule("DER")
         ders = report_der(clips)
         report_voice_separability(models, clips)
-        recognised, total = report_identity(models, clips[1], clips[2], work)
+        recognised, total, _, _ = report_identity(models, clips[1], clips[2], work)
         if stt_diagnosis:
             console.rule("Diagnosis: the STT stage")
             report_stt_spans(models, clips)
