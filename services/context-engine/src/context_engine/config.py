@@ -110,10 +110,10 @@ class Settings(ServiceSettings):
     # with Retry-After at once instead of queueing until its client gives up.
     max_inflight_searches: int = Field(default=64, ge=1)
     # Of those, how many execute at once (0: all); the rest wait their turn, so the event
-    # loop is not shared among every search in flight and /health answers beside them. One
-    # measured best at 100k and 1M segments (docs/benchmarks.md); a leg that hangs until its
-    # timeout then holds the searches behind it for that long.
-    searches_running: int = Field(default=1, ge=0)
+    # loop is not shared among every search in flight and /health answers beside them. Two
+    # measured best since the vector search left the process (100k: 106/s against 85–97 with
+    # one; docs/benchmarks.md); while a leg hangs until its timeout, the others still run.
+    searches_running: int = Field(default=2, ge=0)
     # Fusion (retrieve.py), chosen on LoCoMo dev (ADR 0010, docs/benchmarks.md): RRF constant
     # (10 beat 20 and 60 on every conversation) and the weight of each leg (the graph leg at
     # 1.0 cost 1.5 points of recall@10; at 0.25 it is neutral there and still ranks what only
