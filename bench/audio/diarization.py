@@ -33,10 +33,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/machine.py
 from machine import console, print_footer, print_header
 from scoring import CALL, MEETING, DerResult, SpeakerTurn, diarization_error, reference_clips
 from speech_quality import Clip as QualityClip
-from speech_quality import Run, as_turns, fast_path, report_identity, segment_turns, solo_speech
+from speech_quality import (
+    Run,
+    as_turns,
+    bench_settings,
+    fast_path,
+    report_identity,
+    segment_turns,
+    solo_speech,
+)
 
 from audio_pipeline.audio import AudioClip, decode_audio
-from audio_pipeline.config import Settings
 from audio_pipeline.pipeline import Models
 from audio_pipeline.speakers.enrollment import EnrollmentBank, SessionSpeakers
 
@@ -197,18 +204,7 @@ def main(
     clips = [c for c in reference_clips(data) if wanted is None or c[0] in wanted]
     with tempfile.TemporaryDirectory(prefix="bench-diar-", ignore_cleanup_errors=True) as tmp:
         work = Path(tmp)
-        settings = Settings(
-            allow_insecure_no_token=True,
-            models_dir=work / "models",
-            enrollment_dir=work / "enrollment",
-            transcripts_dir=work / "transcripts",
-            events_dir=work / "events",
-        )
-        console.print(
-            f"backends: vad {settings.vad_backend}, diarization {settings.diarization_backend} "
-            f"(speaker embedder {settings.speaker_embedder}), stt {settings.stt_backend} "
-            f"({settings.stt_compute_type}, {settings.stt_threads} threads)"
-        )
+        settings = bench_settings(work)
         models = Models.from_settings(settings)
         t = time.perf_counter()
         with console.status("loading the models"):

@@ -115,6 +115,26 @@ class Clip:
     runs: list[Run] = field(default_factory=list)
 
 
+def bench_settings(work: Path, **values: object) -> Settings:
+    """The pipeline's settings (its defaults, or AUDIO_PIPELINE_*) with every folder under
+    `work`; prints the backends they choose."""
+    settings = Settings(
+        allow_insecure_no_token=True,
+        models_dir=work / "models",
+        enrollment_dir=work / "enrollment",
+        transcripts_dir=work / "transcripts",
+        events_dir=work / "events",
+        **values,  # type: ignore[arg-type]
+    )
+    console.print(
+        f"backends: stt {settings.stt_backend} ({settings.stt_compute_type}, "
+        f"{settings.stt_threads} threads), vad {settings.vad_backend}, diarization "
+        f"{settings.diarization_backend} (speaker embedder {settings.speaker_embedder}), "
+        f"emotion {settings.emotion_backend}"
+    )
+    return settings
+
+
 def fast_path(
     models: Models, data: bytes, speakers: SessionSpeakers,
     transcripts: Path, session_id: str,
@@ -525,19 +545,8 @@ def main(
 
     with tempfile.TemporaryDirectory(prefix="bench-audio-", ignore_cleanup_errors=True) as tmp:
         work = Path(tmp)
-        settings = Settings(
-            allow_insecure_no_token=True,
-            models_dir=work / "models",
-            enrollment_dir=work / "enrollment",
-            transcripts_dir=work / "transcripts",
-            events_dir=work / "events",
-            **({"speaker_embedder": speaker_embedder} if speaker_embedder else {}),
-        )
-        console.print(
-            f"backends: stt {settings.stt_backend} ({settings.stt_compute_type}, "
-            f"{settings.stt_threads} threads), vad {settings.vad_backend}, diarization "
-            f"{settings.diarization_backend} (speaker embedder {settings.speaker_embedder}), "
-            f"emotion {settings.emotion_backend}"
+        settings = bench_settings(
+            work, **({"speaker_embedder": speaker_embedder} if speaker_embedder else {})
         )
         models = Models.from_settings(settings)
         t = time.perf_counter()
