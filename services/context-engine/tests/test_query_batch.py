@@ -47,12 +47,20 @@ class PassRecordingEmbedderDouble(Embedder):
         return np.stack([self._vector(t) for t in texts])
 
 
-async def test_queries_that_arrive_during_a_pass_share_the_next_one() -> None:
+async def held_pass(
+    most: int,
+) -> tuple[PassRecordingEmbedderDouble, BatchedQueries, asyncio.Task[np.ndarray]]:
+    """A batcher whose first pass ("a", alone) is running and held open."""
     inner = PassRecordingEmbedderDouble()
-    batched = BatchedQueries(inner, most=3)
+    batched = BatchedQueries(inner, most=most)
     inner.hold.clear()
-    first = asyncio.create_task(batched.embed_query("a"))  # starts at once, alone
+    first = asyncio.create_task(batched.embed_query("a"))
     await asyncio.wait_for(inner.in_pass.wait(), 10)
+    return inner, batched, first
+
+
+async def test_queries_that_arrive_during_a_pass_share_the_next_one() -> None:
+    inner, batched, first = await held_pass(3)  # "a" started at once, alone
     rest = [asyncio.create_task(batched.embed_query("b" * n)) for n in range(1, 6)]
     await asyncio.sleep(0)
     assert inner.passes == [["a"]]  # the others wait for the pass to end
@@ -65,11 +73,7 @@ async def test_queries_that_arrive_during_a_pass_share_the_next_one() -> None:
 
 
 async def test_a_caller_that_gives_up_leaves_the_others_their_vectors() -> None:
-    inner = PassRecordingEmbedderDouble()
-    batched = BatchedQueries(inner, most=8)
-    inner.hold.clear()
-    first = asyncio.create_task(batched.embed_query("a"))
-    await asyncio.wait_for(inner.in_pass.wait(), 10)
+    inner, batched, first = await held_pass(8)
     leaving = asyncio.create_task(batched.embed_query("leaving"))
     staying = asyncio.create_task(batched.embed_query("stays"))
     await asyncio.sleep(0)
@@ -81,11 +85,7 @@ async def test_a_caller_that_gives_up_leaves_the_others_their_vectors() -> None:
 
 
 async def test_a_failed_pass_is_retried_query_by_query() -> None:
-    inner = PassRecordingEmbedderDouble()
-    batched = BatchedQueries(inner, most=8)
-    inner.hold.clear()
-    first = asyncio.create_task(batched.embed_query("a"))
-    await asyncio.wait_for(inner.in_pass.wait(), 10)
+    inner, batched, first = await held_pass(8)
     good = asyncio.create_task(batched.embed_query("good"))
     bad = asyncio.create_task(batched.embed_query("refused one"))
     await asyncio.sleep(0)

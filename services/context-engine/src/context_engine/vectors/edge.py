@@ -79,7 +79,7 @@ from context_engine.vectors.base import (
     prepare,
     segment_key,
 )
-from context_engine.vectors.edge_host import HostCallError, Info, ShardHost, Update
+from context_engine.vectors.edge_host import Info, ShardHost, Update
 from her_os_shared.children import die_with_parent
 from her_os_shared.logging import get_logger
 from her_os_shared.retry import Backoff
@@ -105,8 +105,6 @@ _BUILD_RETRY = Backoff(30.0, 600.0)  # between tries to build a space's index
 
 
 def _edge_error(what: str, exc: Exception) -> VectorStoreError:
-    if isinstance(exc, VectorStoreError) and not isinstance(exc, HostCallError):
-        return VectorStoreError(f"{what}: {exc}")  # the host went away
     message = str(exc)
     if "WouldBlock" in message:
         return VectorStoreError(
@@ -428,9 +426,10 @@ class EdgeVectorStore(VectorStore):
     def _apply(self, sp: _Space, update: Update, points: int) -> None:
         """Apply one update to the live shard, and to the journal while a build runs."""
         try:
-            self._host.call("update", sp.live().key, [update])
+            info = self._host.call("update", sp.live().key, [update])
         except Exception as exc:
             raise _edge_error(f"update of vector space {sp.name} failed", exc) from exc
+        self._refresh(sp, info)  # the host answers an update with the shard's counts
         journal = sp.journal
         if journal is not None:
             journal.append(update)
@@ -442,7 +441,6 @@ class EdgeVectorStore(VectorStore):
         if sp.dirty >= self.flush_after:
             self._host.call("flush", sp.gen.key)
             sp.dirty = 0
-        self._refresh(sp)
 
     async def upsert(self, space: SpaceName, points: Sequence[VectorPoint]) -> None:
         prepared = prepare(space, points)

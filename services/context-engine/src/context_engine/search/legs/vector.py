@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+import numpy as np
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from context_engine.index.segment_vectors import SegmentEmbedding
@@ -40,7 +41,7 @@ class VectorLeg:
         # the re-check's pool (the engine's read pool); the embedding's own by default
         self.engine = engine or embedding.engine
         self.speakers = speakers
-        self._preparing: set[asyncio.Task[object]] = set()
+        self._preparing: set[asyncio.Task[np.ndarray]] = set()
 
     async def query_text(self, query: str) -> str:
         """What is embedded for `query`: without the speakers' names (when configured)."""
@@ -63,12 +64,12 @@ class VectorLeg:
         self._preparing.add(task)
         task.add_done_callback(self._prepared)
 
-    def _prepared(self, task: asyncio.Task[object]) -> None:
+    def _prepared(self, task: asyncio.Task[np.ndarray]) -> None:
         self._preparing.discard(task)
         if not task.cancelled():
             task.exception()  # retrieved: `search` embeds again and reports it
 
-    async def _embed(self, query: str) -> object:
+    async def _embed(self, query: str) -> np.ndarray:
         return await self.embedding.embedder.embed_query(await self.query_text(query))
 
     async def search(self, q: ContextQuery, k: int) -> list[Candidate]:
@@ -76,7 +77,7 @@ class VectorLeg:
             raise RuntimeError("the vector index is not open yet")
         since = None if q.hours_back is None else q.as_of - timedelta(hours=q.hours_back)
         # a repeated (or prepared) query's vector is kept by the embedder (query_cache.py)
-        vector = await self.embedding.embedder.embed_query(await self.query_text(q.query))
+        vector = await self._embed(q.query)
         hits = await self.embedding.store.search(
             self.embedding.search_space,
             vector,
