@@ -230,7 +230,7 @@ def main(
             scored.append(Scored(key, clip, reference, uem, run, turns, segments))
             console.print(
                 f"{key}: DER {pct(turns.der)} %, {turns.hyp_speakers}/{turns.ref_speakers} "
-                f"speakers, RTF {run.total_s / clip.duration_s:.3f}"
+                f"speakers, RTF {scored[-1].rtf:.3f}"
             )
         report(scored)
         if identity:

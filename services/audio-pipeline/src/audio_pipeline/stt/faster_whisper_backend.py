@@ -112,15 +112,17 @@ class FasterWhisperStt:
         with self._lock:
             model = self._load_locked()
             raw, info = model.transcribe(clip.samples, **options)
-            kept = []
+            segments = []
             for s in raw:
-                if _looping(s):
-                    log.warning("stt_dropped_repetition", start=round(s.start, 2),
-                                end=round(s.end, 2), compression_ratio=round(
-                                    s.compression_ratio, 2))  # fmt: skip
+                if not _looping(s):
+                    segments.append(_segment(s, info.language, duration))
                     continue
-                kept.append(_segment(s, info.language, duration))
-            segments = kept
+                log.warning(
+                    "stt_dropped_repetition",
+                    start=round(s.start, 2),
+                    end=round(s.end, 2),
+                    compression_ratio=round(s.compression_ratio, 2),
+                )
         elapsed = time.perf_counter() - t0
         log.info(
             "stt_transcribed",
