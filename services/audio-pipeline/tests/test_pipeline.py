@@ -9,7 +9,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soxr
-from speech_synth import DIALOGUE, VOICE_A, VOICE_B, conversation, have_espeak, talk
+from speech_synth import (
+    DIALOGUE,
+    MEETING,
+    VOICE_A,
+    VOICE_B,
+    VOICE_C,
+    VOICE_D,
+    conversation,
+    have_espeak,
+    meeting,
+    talk,
+)
 
 from audio_pipeline.audio import SAMPLE_RATE, AudioClip
 from audio_pipeline.config import Settings
@@ -96,6 +107,26 @@ def test_overlapped_speech_keeps_its_main_speaker_and_records_the_other(
     # The diarizer's turns overlap there too, and come back for callers that need them.
     assert any(x.speaker != y.speaker and x.start < y.end and y.start < x.end
                for x in result.turns for y in result.turns)  # fmt: skip
+
+
+def test_a_meeting_of_four_voices_becomes_four_speakers_line_by_line(
+    models: Models, tmp_path: Path
+) -> None:
+    voices = [VOICE_A, VOICE_B, VOICE_C, VOICE_D]
+    samples, ref = talk(meeting(voices), 0.4)
+    clip = AudioClip(samples)
+    result = transcribe_clip(models, clip, speakers=SessionSpeakers(EnrollmentBank(tmp_path)))
+    assert {s.speaker for s in result.segments} == {f"unknown_{k}" for k in range(1, 5)}
+    # Each line's words are in segments of one speaker, the same for every line of a voice
+    # and another for each voice (a line whose words the recogniser lost is not checked).
+    said: dict[str, set[str]] = {}
+    for (voice, a, b), line in zip(ref, MEETING, strict=True):
+        inside = [s for s in result.segments if s.start < b and s.end > a]
+        heard = {s.speaker for s in inside if words(s.text) & words(line)}
+        assert len(heard) <= 1, (line, inside)
+        said.setdefault(voice, set()).update(heard)
+    assert all(len(v) == 1 for v in said.values()), said
+    assert len(set().union(*said.values())) == 4, said
 
 
 def test_other_vad_and_diarizer_choices_build_and_share_models(tmp_path: Path) -> None:

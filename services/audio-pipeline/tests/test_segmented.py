@@ -15,7 +15,10 @@ from speech_synth import (
     DIALOGUE,
     VOICE_A,
     VOICE_B,
+    VOICE_C,
+    VOICE_D,
     have_espeak,
+    meeting,
     speak,
     speech16k,
     talk,
@@ -127,6 +130,52 @@ def test_overlapped_speech_gets_two_turns_at_once(diarizer: SegmentedDiarizer) -
         result.turns, result.speech, result.overlap
     )  # fmt: skip
     assert found.timings_s.keys() == {"segmentation", "clustering"}
+
+
+@pytest.mark.parametrize(
+    "voices", [[VOICE_A, VOICE_B, VOICE_C], [VOICE_A, VOICE_B, VOICE_C, VOICE_D]],
+    ids=["three", "four"],
+)  # fmt: skip
+def test_three_or_four_voices_are_each_a_speaker_of_their_own(
+    diarizer: SegmentedDiarizer, voices: list[str]
+) -> None:
+    clip, ref = _talk(meeting(voices), 0.4)
+    turns = diarizer.run(clip).turns
+    assert len({t.speaker for t in turns}) == len(voices), turns
+    voice_of = _voices(turns, ref)
+    assert sorted(voice_of.values()) == sorted(voices)  # one speaker per voice
+    speech = sum(b - a for _, a, b in ref)
+    right = sum(_time(turns, voice_of, v, a, b) for v, a, b in ref)
+    assert right / speech >= 0.75, (right / speech, turns)
+
+
+def _main_speaker(turns: list[Turn], a: float, b: float) -> str:
+    return max({t.speaker for t in turns}, key=lambda s: _time(turns, {s: s}, s, a, b))
+
+
+def test_a_voice_heard_only_briefly_is_not_folded_into_another(
+    diarizer: SegmentedDiarizer,
+) -> None:
+    """C says two words between A's and B's longer lines: too little for a cluster of its
+    own, so the clustering would fold it into the nearest voice; the segmentation model
+    hears a different local speaker there and keeps it apart."""
+    lines = meeting([VOICE_A, VOICE_B])[:4]
+    clip, ref = _talk([*lines[:2], (VOICE_C, "Sounds fine."), *lines[2:]], 0.4)
+    turns = diarizer.run(clip).turns
+    assert ref[2][2] - ref[2][1] < 1.5  # shorter than one embedding window
+    heard = [_main_speaker(turns, a, b) for _, a, b in ref]
+    assert heard[0] == heard[3] != heard[1] == heard[4], (heard, turns)
+    assert heard[2] not in (heard[0], heard[1]), (heard, turns)
+
+
+def test_three_voices_in_ten_seconds(diarizer: SegmentedDiarizer) -> None:
+    parts = [(VOICE_A, "Shall we go?"), (VOICE_B, "Not yet, wait."),
+             (VOICE_C, "I am ready now."), (VOICE_A, "Good, let us leave.")]  # fmt: skip
+    clip, ref = _talk(parts, 0.3)
+    assert clip.duration_s < 10.0
+    turns = diarizer.run(clip).turns
+    heard = [_main_speaker(turns, a, b) for _, a, b in ref]
+    assert len(set(heard[:3])) == 3 and heard[3] == heard[0], (heard, turns)
 
 
 class _AnnotationDouble:

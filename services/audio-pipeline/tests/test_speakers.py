@@ -352,6 +352,22 @@ def test_a_single_odd_window_is_folded_into_its_speaker() -> None:
     assert set(labels.tolist()) == {0}
 
 
+def test_a_small_cluster_apart_from_one_speaker_joins_the_next_alike_enough() -> None:
+    rng = np.random.default_rng(3)
+    e = np.eye(64)
+    a = unit_rows(e[0] + 0.02 * rng.normal(size=(4, 64)))
+    b = unit_rows(e[1] + 0.02 * rng.normal(size=(4, 64)))
+    # Too far from either to join in the tree (similarity < 0.5), alike enough to fold
+    # (>= 0.3), and nearer A than B.
+    odd = unit_rows((0.45 * e[0] + 0.35 * e[1] + 0.82 * e[2])[None])
+    rows = np.vstack([a, b, odd])
+    assert cluster_embeddings(rows).tolist() == [0] * 4 + [1] * 4 + [0]
+    from_a = cluster_embeddings(rows, apart=lambda i, j: 8 in (i, j) and min(i, j) < 4)
+    assert from_a.tolist() == [0] * 4 + [1] * 4 + [1]
+    from_both = cluster_embeddings(rows, apart=lambda i, j: 8 in (i, j))
+    assert from_both.tolist() == [0] * 4 + [1] * 4 + [2]
+
+
 def test_a_known_speaker_count_replaces_the_threshold() -> None:
     rng = np.random.default_rng(2)
     # Two voices closer than the default threshold separates (the telephone-call case).

@@ -7,7 +7,9 @@ the number of speakers is estimated rather than given. Two clean-ups follow, bec
 1. small clusters (fewer than `min_cluster_size` windows) are folded into the most similar
    large cluster when their centroids are at least `small_merge_similarity` alike, so a
    cough or a laugh does not become a speaker while a genuinely different short speaker
-   (low similarity to everyone) survives;
+   (low similarity to everyone) survives. A small cluster is never folded into a cluster
+   it is known to be apart from (`apart`, the segmentation model's word that two windows are
+   two different local speakers of one chunk): a voice heard only briefly stays its own;
 2. every window is reassigned to its nearest centroid (one k-means step), which fixes
    windows that average linkage attached through a noisy neighbour.
 
@@ -22,6 +24,7 @@ librosa dependency); everything else is numpy.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,8 +68,12 @@ def centroids(embeddings: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return np.stack([_unit(embeddings[labels == c].mean(axis=0)) for c in range(k)])
 
 
+# Whether rows i and j are known to be two different voices.
+Apart = Callable[[int, int], bool]
+
+
 def cluster_embeddings(
-    embeddings: np.ndarray, params: ClusteringParams | None = None
+    embeddings: np.ndarray, params: ClusteringParams | None = None, *, apart: Apart | None = None
 ) -> np.ndarray:
     """Speaker label (0..k-1, by first appearance) of each row of `embeddings` (n, dim)."""
     p = params or ClusteringParams()
@@ -83,11 +90,20 @@ def cluster_embeddings(
     labels = relabel_by_first_appearance(
         fcluster(tree, t=p.distance_threshold, criterion="distance")
     )
-    labels = _fold_small_clusters(x, labels, p)
+    labels = _fold_small_clusters(x, labels, p, apart)
     return _reassign_to_nearest(x, labels)
 
 
-def _fold_small_clusters(x: np.ndarray, labels: np.ndarray, p: ClusteringParams) -> np.ndarray:
+def _kept_apart(labels: np.ndarray, small: int, large: int, apart: Apart | None) -> bool:
+    if apart is None:
+        return False
+    mine, theirs = np.flatnonzero(labels == small), np.flatnonzero(labels == large)
+    return any(apart(int(i), int(j)) for i in mine for j in theirs)
+
+
+def _fold_small_clusters(
+    x: np.ndarray, labels: np.ndarray, p: ClusteringParams, apart: Apart | None = None
+) -> np.ndarray:
     sizes = np.bincount(labels)
     large = np.flatnonzero(sizes >= p.min_cluster_size)
     if len(large) == 0 or len(large) == len(sizes):
@@ -95,10 +111,13 @@ def _fold_small_clusters(x: np.ndarray, labels: np.ndarray, p: ClusteringParams)
     cents = centroids(x, labels)
     out = labels.copy()
     for c in np.flatnonzero(sizes < p.min_cluster_size):
-        sims = cents[large] @ cents[c]
-        best = int(np.argmax(sims))
-        if sims[best] >= p.small_merge_similarity:
-            out[labels == c] = large[best]
+        # The most similar large cluster it may join, if alike enough.
+        for k in np.argsort(-(cents[large] @ cents[c])):
+            if float(cents[large[k]] @ cents[c]) < p.small_merge_similarity:
+                break
+            if not _kept_apart(labels, int(c), int(large[k]), apart):
+                out[labels == c] = large[k]
+                break
     return relabel_by_first_appearance(out)
 
 

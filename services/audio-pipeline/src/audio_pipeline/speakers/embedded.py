@@ -16,13 +16,14 @@ speaker of the nearest embedded window. Adjacent same-speaker pieces separated b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from audio_pipeline.speakers import ClipLike, SpeakerEmbedder, Turn, relabel_turns, speaker_label
 from audio_pipeline.speakers.clustering import (
+    Apart,
     ClusteringParams,
     centroids,
     cluster_embeddings,
@@ -180,10 +181,12 @@ class EmbeddedDiarizer:
         regions: Sequence[tuple[float, float]],
         *,
         overlap: Sequence[tuple[float, float]] = (),
+        apart_of: Callable[[Sequence[tuple[float, float]]], Apart] | None = None,
     ) -> Diarization:
         """`overlap`: where two people talk at once (the segmentation model's count): windows
         that are mostly overlap mix two voices, so they do not shape the clusters; each takes
-        the speaker of its nearest cluster afterwards."""
+        the speaker of its nearest cluster afterwards. `apart_of`: given the clustered
+        windows' spans, which pairs are known to be different voices (clustering.py)."""
         samples, rate = clip.samples, clip.sample_rate
         regions = [
             piece
@@ -217,14 +220,18 @@ class EmbeddedDiarizer:
         mixed = np.array([_share_inside(w.start, w.end, overlap) for w in windows]) > (
             self.max_overlap_share
         )
-        if overlap and mixed.any() and not mixed.all():
-            clean = cluster_embeddings(emb[~mixed], self.clustering)
+        if not (overlap and mixed.any() and not mixed.all()):
+            mixed[:] = False
+        shaping = [(w.start, w.end) for w, m in zip(windows, mixed, strict=True) if not m]
+        apart = apart_of(shaping) if apart_of is not None else None
+        if mixed.any():
+            clean = cluster_embeddings(emb[~mixed], self.clustering, apart=apart)
             labels = np.empty(len(windows), dtype=np.int64)
             labels[~mixed] = clean
             labels[mixed] = np.argmax(emb[mixed] @ centroids(emb[~mixed], clean).T, axis=1)
             labels = relabel_by_first_appearance(labels)
         else:
-            labels = cluster_embeddings(emb, self.clustering)
+            labels = cluster_embeddings(emb, self.clustering, apart=apart)
         pieces = [(w.core_start, w.core_end, int(c)) for w, c in zip(windows, labels, strict=True)]
         cores = np.array([(w.core_start + w.core_end) / 2 for w in windows])
         for a, b in short:

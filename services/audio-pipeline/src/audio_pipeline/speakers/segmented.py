@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -150,6 +150,48 @@ def _count(activity: np.ndarray, offsets: Sequence[int], n: int) -> np.ndarray:
     return np.rint(total / np.maximum(covered, 1)).astype(np.int64)
 
 
+def _local_speakers(frames: FrameActivity, span: tuple[float, float]) -> dict[int, int]:
+    """{chunk: the local speaker who talks alone in most of `span`} over the chunks that hold
+    the whole span; a chunk where no one talks alone in half of it says nothing."""
+    n = len(frames.count)
+    centre = frame_centres(n)
+    a, b = (int(x) for x in np.searchsorted(centre, span))
+    if b <= a:
+        return {}
+    offsets = np.asarray(frames.offsets)
+    out: dict[int, int] = {}
+    for c in np.flatnonzero((offsets <= a) & (offsets + FRAMES_PER_CHUNK >= b)):
+        local = frames.activity[c, a - offsets[c] : b - offsets[c]] > 0
+        solo = (local & (local.sum(axis=1, keepdims=True) == 1)).sum(axis=0)
+        s = int(np.argmax(solo))
+        if solo[s] * 2 >= b - a:
+            out[int(c)] = s
+    return out
+
+
+def apart_windows(
+    frames: FrameActivity, spans: Sequence[tuple[float, float]]
+) -> Callable[[int, int], bool]:
+    """Whether windows i and j are different voices in the segmentation model's view: most
+    chunks that hold both give them different local speakers (pyannote's cannot-link). Two
+    windows far apart share no chunk and are never known apart."""
+    local: dict[int, dict[int, int]] = {}
+
+    def of(i: int) -> dict[int, int]:
+        if i not in local:
+            local[i] = _local_speakers(frames, spans[i])
+        return local[i]
+
+    def apart(i: int, j: int) -> bool:
+        if abs(spans[i][0] - spans[j][0]) >= CHUNK_SAMPLES / SAMPLE_RATE:
+            return False
+        li, lj = of(i), of(j)
+        common = li.keys() & lj.keys()
+        return bool(common) and sum(li[c] != lj[c] for c in common) * 2 > len(common)
+
+    return apart
+
+
 class SegmentedDiarizer:
     """Diarizer (speakers/__init__.py) whose turns overlap where two people talk at once."""
 
@@ -205,7 +247,9 @@ class SegmentedDiarizer:
 
         t = time.perf_counter()
         count, activity, offsets = frames.count, frames.activity, frames.offsets
-        found = self.windows.diarize_with_embeddings(clip, speech, overlap=overlap)
+        found = self.windows.diarize_with_embeddings(
+            clip, speech, overlap=overlap, apart_of=lambda w: apart_windows(frames, w)
+        )
         names = sorted({t.speaker for t in found.turns})
         main = self._main_speakers(found.turns, names, count)
         second = self._second_speakers(activity, offsets, main, count)
