@@ -16,4 +16,4 @@ for helpers in (
 ):
     sys.path.insert(0, str(ROOT / helpers))
 
-pytest_plugins = ["pg_harness", "falkordb_harness"]
+pytest_plugins = ["pg_harness", "falkordb_harness", "run_resources"]
