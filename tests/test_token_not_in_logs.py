@@ -1,4 +1,4 @@
-"""No token in the logs of a real run.
+"""No token and no private words in the logs of a real run.
 
 The three services as real processes (`python -m …` at debug level, where uvicorn's access
 log is on; stdout and stderr to a file each), and the dashboard's nginx (dashboard/nginx.conf,
@@ -8,10 +8,17 @@ event stream `?token=` and the design's `?x_internal_token=` (right and wrong, a
 percent-encoded name too), on other routes the query forms they refuse, the voice page's
 `/?token=` and the audio pipeline's webhook `?token=`. Then every log is read for every
 secret, and for the request lines themselves, so a run that logged nothing cannot pass.
+
+Then the owner's words: a memory added, a search, a chat turn with Annie (who asks the engine
+for context: httpx logs that request's URL at INFO), MCP calls (a search, a memory added, a
+bad argument) and a wearable's webhook batch, each holding made-up words; no line at INFO or
+above of any service may hold one of them (whatever library wrote it), nor a token.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import re
 import shutil
@@ -25,8 +32,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
 from engine_harness import free_port
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from platform_harness import START_S, Service, platform
 from platform_harness import until as _until
 from service_process import tail
@@ -160,6 +170,99 @@ def test_no_service_logs_a_token(services: dict[str, Service]) -> None:
         _assert_no_secret(service.name, text)
         # The access log was written (and read): a run that logged nothing cannot pass.
         missing = [x for x in lines if _escaped(x) not in text]
+        assert not missing, f"{service.name}'s log lacks {missing}:\n{tail(service.log)}"
+
+
+# ---------------------------------------------------------------- the owner's words
+
+# Made up, so that no log line can hold them by chance; each request carries some.
+MEMORY = "Vellimor keeps the spare key under the quarzite heron planter."
+QUESTION = "where does Vellimor keep the quarzite key"
+CHAT = "What does Vellimor hide under the quarzite planter?"
+MCP_MEMORY = "Ostrandel fixed the zumbrelia lamp on Sunday."
+MCP_QUERY = "who fixed the zumbrelia lamp"
+WEARABLE = "Tomorrow Orsandre collects the brindlewood parcel from the depot."
+PRIVATE_WORDS = ("vellimor", "quarzite", "ostrandel", "zumbrelia", "orsandre", "brindlewood")
+LOUD = {"info", "warning", "warn", "error", "critical", "exception"}
+
+
+def _loud_lines(text: str) -> list[str]:
+    """Lines at INFO or above: the JSON lines of those levels, and any line that is not JSON
+    (a library writing past the formatter has no level we could trust)."""
+    out = []
+    for line in text.splitlines():
+        try:
+            level = str(json.loads(line).get("level", "")).lower()
+        except (json.JSONDecodeError, AttributeError):
+            out.append(line)
+            continue
+        if level in LOUD:
+            out.append(line)
+    return out
+
+
+async def _mcp_calls(url: str) -> None:
+    async with (
+        httpx2.AsyncClient(headers={"X-Internal-Token": ENGINE_TOKEN}, timeout=120) as http,
+        Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
+    ):
+        found = await client.call_tool("search_memory", {"query": MCP_QUERY})
+        assert not found.is_error, found
+        added = await client.call_tool("add_memory", {"episode_body": MCP_MEMORY})
+        assert not added.is_error, added
+        bad = await client.call_tool("search_memory", {"query": MCP_QUERY, "limit": "zumbrelia"})
+        assert bad.is_error
+
+
+def test_no_service_logs_the_owners_words(services: dict[str, Service]) -> None:
+    engine, audio, annie = services["engine"], services["audio"], services["annie"]
+    header = {"X-Internal-Token": ENGINE_TOKEN}
+    with httpx.Client(base_url=engine.url, timeout=60) as c:
+        assert c.post("/v1/memories", json={"text": MEMORY}, headers=header).status_code < 300
+        assert c.get("/v1/context", params={"query": QUESTION}, headers=header).status_code == 200
+    asyncio.run(_mcp_calls(engine.url))
+    with httpx.Client(base_url=annie.url, timeout=120) as c:
+        with c.stream(
+            "POST", "/v1/chat", json={"message": CHAT}, headers={"X-Internal-Token": ANNIE_TOKEN}
+        ) as r:
+            assert r.status_code == 200
+            said = "".join(r.iter_text())
+        assert "done" in said, said
+    with httpx.Client(base_url=audio.url, timeout=60) as c:
+        hook = c.post(
+            "/webhook/transcript",
+            params={"token": WEBHOOK_TOKEN, "uid": "device2", "session_id": "s2"},
+            json=[{"text": WEARABLE, "speaker_id": 1, "start": 0.0, "end": 3.0}],
+        )
+        assert hook.status_code == 200, hook.text
+    # The batch reaches the engine (the shared transcripts folder) and is ingested there.
+    with httpx.Client(base_url=engine.url, timeout=60) as c:
+        _until(
+            "the wearable's words to be searchable",
+            lambda: (
+                "brindlewood"
+                in c.get(
+                    "/v1/context", params={"query": "brindlewood parcel"}, headers=header
+                ).text.lower()
+            ),
+            START_S,
+            engine.log,
+        )
+    # Each service logged the requests it served (so a silent run cannot pass), and Annie's
+    # request for context (httpx's INFO line) is there without its query.
+    expected = [
+        (engine, ['POST /v1/memories HTTP/1.1"', 'GET /v1/context?[redacted] HTTP/1.1" 200',
+                  'POST /mcp HTTP/1.1"']),
+        (annie, ['POST /v1/chat HTTP/1.1" 200', "/v1/context?[redacted]"]),
+        (audio, ["POST /webhook/transcript?token=[redacted]&uid=device2&session_id=s2"]),
+    ]  # fmt: skip
+    for service, lines in expected:
+        text = _logged(service, lines)  # a leak is reported as one, before what is missing
+        loud = _loud_lines(text)
+        leaks = [x for x in loud if any(w in x.lower() for w in PRIVATE_WORDS)]
+        assert not leaks, f"{service.name} logs the owner's words:\n" + "\n".join(leaks[:10])
+        _assert_no_secret(service.name, "\n".join(loud))
+        missing = [x for x in lines if _escaped(x) not in "\n".join(loud)]
         assert not missing, f"{service.name}'s log lacks {missing}:\n{tail(service.log)}"
 
 

@@ -4,6 +4,7 @@ whatever its spelling. The proof on real processes: tests/test_token_not_in_logs
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -130,7 +131,40 @@ def test_a_configured_service_logs_no_query_token() -> None:
     for seen in (
         "/v1/events/stream?[redacted] HTTP/1.1",  # on /v1/ the whole query goes
         "/?token=[redacted] HTTP/1.1",
-        "http://e:8100/v1/events/stream?x_internal_token=[redacted]",
-        "/v1/events/stream?token=[redacted] failed",
+        "http://e:8100/v1/events/stream?[redacted]",  # any logger: an API query goes whole
+        "/v1/events/stream?[redacted] failed",
     ):
         assert seen in logs, seen
+
+
+def test_no_logger_writes_an_api_query_and_loguru_goes_through_the_formatter() -> None:
+    """The owner's question in a URL (Annie asking the engine through httpx), in our own
+    events and in Pipecat's loguru lines: redacted alike, and loguru's lines are the service's
+    JSON at the service's level (a debug line is dropped at info)."""
+    code = textwrap.dedent(
+        """
+        import logging
+        from loguru import logger
+        from her_os_shared.logging import configure_logging, get_logger
+        configure_logging("demo", "info", "json")
+        logging.getLogger("httpx").info(
+            'HTTP Request: %s %s "%s %d %s"', "GET",
+            "http://e:8100/v1/context?query=where+is+PRIVATE1&limit=6", "HTTP/1.1", 200, "OK")
+        get_logger("demo").warning("slow", url="/v1/search?q=PRIVATE2")
+        logger.info("asked http://e:8100/v1/context?query=PRIVATE3")
+        logger.debug("PRIVATE4 at debug")
+        logger.success("loguru success")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    lines = [json.loads(x) for x in (done.stdout + done.stderr).splitlines() if x.strip()]
+    assert "PRIVATE" not in json.dumps(lines), lines
+    events = [x["event"] for x in lines]
+    assert 'HTTP Request: GET http://e:8100/v1/context?[redacted] "HTTP/1.1 200 OK"' in events
+    assert "asked http://e:8100/v1/context?[redacted]" in events
+    assert any(x.get("url") == "/v1/search?[redacted]" for x in lines), lines
+    loguru = {x["event"]: x for x in lines if x["logger"] == "__main__"}
+    assert loguru["loguru success"]["level"] == "info"  # loguru's SUCCESS is not a level here
+    assert loguru["loguru success"]["service"] == "demo"

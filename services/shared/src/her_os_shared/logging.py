@@ -61,6 +61,17 @@ def redact_access_path(path: str) -> str:
     return redact_query_tokens(path)
 
 
+# A her-os API path with its query string, wherever a line holds one: a URL that a client
+# library logs (httpx's "HTTP Request: GET http://engine:8100/v1/context?query=…", Annie asking
+# the engine), a traceback, an access line. The path stays; the query goes as a whole.
+_PRIVATE_QUERY = re.compile(r"(/v1/[^\s?\"'\\]*)\?[^\s\"'\\]*")
+
+
+def redact_private(text: str) -> str:
+    """Every `/v1/…?query` in `text` loses its query; every other query its tokens."""
+    return redact_query_tokens(_PRIVATE_QUERY.sub(r"\1?[redacted]", text))
+
+
 class RedactQueryTokens(logging.Filter):
     """uvicorn's access log prints the path with its query string: on `/v1/` the whole query
     goes, elsewhere the tokens in it."""
@@ -81,11 +92,35 @@ class RedactQueryTokens(logging.Filter):
 
 
 class RedactingFormatter(structlog.stdlib.ProcessorFormatter):
-    """The last word on every line: a query token is redacted whoever logged it (uvicorn's
-    access log, httpx's "HTTP Request: GET …?token=…", a traceback, our own events)."""
+    """The last word on every line, whoever logged it (uvicorn's access log, httpx's "HTTP
+    Request: GET …", Pipecat through loguru, a traceback, our own events): an API path's query
+    string and any query token are redacted."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return redact_query_tokens(super().format(record))
+        return redact_private(super().format(record))
+
+
+def _route_loguru(level: str) -> None:
+    """Libraries that log through loguru (Pipecat) write to stderr in their own format,
+    past the formatter above: send their records through the standard logging instead, so
+    the same level, JSON shape and redaction apply."""
+    try:
+        from loguru import logger
+    except ImportError:
+        return
+
+    def sink(message: Any) -> None:
+        r = message.record
+        error = r["exception"]
+        logging.getLogger(r["name"] or "loguru").log(
+            # loguru's TRACE (5) and SUCCESS (25) as the standard levels below them
+            max(logging.DEBUG, r["level"].no // 10 * 10),
+            r["message"],
+            exc_info=(error.type, error.value, error.traceback) if error else None,
+        )
+
+    logger.remove()
+    logger.add(sink, level=level.upper(), format="{message}")
 
 
 def configure_logging(service: str, level: str = "info", fmt: str = "json") -> None:
@@ -120,6 +155,7 @@ def configure_logging(service: str, level: str = "info", fmt: str = "json") -> N
     access = logging.getLogger("uvicorn.access")
     if not any(isinstance(f, RedactQueryTokens) for f in access.filters):
         access.addFilter(RedactQueryTokens())
+    _route_loguru(level)
     structlog.contextvars.bind_contextvars(service=service)
 
 
