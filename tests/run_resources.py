@@ -81,6 +81,8 @@ class RunResources:
     current: str = "(collection)"
     peak: _Peak = field(default_factory=_Peak)
     leftover: list[str] = field(default_factory=list)
+    # Per test: the largest RSS sum seen while it ran, and pytest's own share of it.
+    by_test: dict[str, tuple[int, int]] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -88,6 +90,9 @@ class RunResources:
         exclude = {self.reaper.pid} if self.reaper else set()
         pids = [os.getpid(), *run_processes(self.run_id, exclude | {os.getpid()})]
         rss = sum(_kib(p, "status", "VmRSS:") for p in pids)
+        own = _kib(os.getpid(), "status", "VmRSS:")
+        seen = self.by_test.get(self.current, (0, 0))
+        self.by_test[self.current] = (max(seen[0], rss), max(seen[1], own))
         if rss > self.peak.rss_kib:
             pss = sum(_kib(p, "smaps_rollup", "Pss:") for p in pids)
             self.peak = _Peak(rss, max(pss, self.peak.pss_kib), self.current, len(pids))
@@ -181,6 +186,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         f"peak resident memory: {p.rss_kib / gib:.2f} GiB RSS summed, {p.pss_kib / gib:.2f} GiB "
         f"PSS summed, over {p.processes} processes (pytest and those it started), during "
         f"{p.test}"
+    )
+    top = sorted(state.by_test.items(), key=lambda kv: -kv[1][0])[:5]
+    terminalreporter.write_line(
+        "largest while running: "
+        + "; ".join(f"{t} {r / gib:.2f} GiB (pytest {o / gib:.2f})" for t, (r, o) in top)
     )
     terminalreporter.write_line(
         f"processes of the run left after the last test: {len(state.leftover)}"
