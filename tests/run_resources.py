@@ -19,6 +19,8 @@ Linux only (/proc); elsewhere the run's root is still its own and the rest is sk
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import os
 import shutil
 import subprocess
@@ -65,12 +67,25 @@ def _kib(pid: int, path: str, field_name: str) -> int:
     return 0
 
 
+def _name(pid: int) -> str:
+    """What a process is: `python -m <package>`'s package, else its command's name."""
+    try:
+        args = (_PROC / str(pid) / "cmdline").read_bytes().split(b"\0")
+        comm = (_PROC / str(pid) / "comm").read_text().strip()
+    except OSError:
+        return "?"
+    if b"-m" in args[:-1]:
+        return args[args.index(b"-m") + 1].decode(errors="replace")
+    return comm
+
+
 @dataclass
 class _Peak:
     rss_kib: int = 0
     pss_kib: int = 0
     test: str = "(collection)"
     processes: int = 0
+    parts: dict[str, int] = field(default_factory=dict)  # RSS by what the process is
 
 
 @dataclass
@@ -95,7 +110,11 @@ class RunResources:
         self.by_test[self.current] = (max(seen[0], rss), max(seen[1], own))
         if rss > self.peak.rss_kib:
             pss = sum(_kib(p, "smaps_rollup", "Pss:") for p in pids)
-            self.peak = _Peak(rss, max(pss, self.peak.pss_kib), self.current, len(pids))
+            parts: dict[str, int] = {}
+            for p in pids:
+                name = "pytest" if p == os.getpid() else _name(p)
+                parts[name] = parts.get(name, 0) + _kib(p, "status", "VmRSS:")
+            self.peak = _Peak(rss, max(pss, self.peak.pss_kib), self.current, len(pids), parts)
 
     def _loop(self) -> None:
         while not self._stop.wait(_SAMPLE_S):
@@ -161,6 +180,30 @@ def pytest_runtest_protocol(item: pytest.Item) -> None:
         state.current = item.nodeid
 
 
+def _release_freed_memory() -> None:
+    """What a finished module's fixtures and models held, back to the system: collected, then
+    glibc's free lists trimmed (onnxruntime, CTranslate2 and numpy free large blocks that
+    malloc otherwise keeps for the process: the run's resident memory only ever grew)."""
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    # After the module's last test: its module-scoped fixtures have just been torn down.
+    if nextitem is None or nextitem.module is not item.module:
+        _release_freed_memory()
+    state = item.config.stash.get(_KEY, None)
+    trace = os.environ.get("HER_OS_TEST_MEMORY_TRACE")
+    if state is not None and trace:
+        with open(trace, "a", encoding="utf-8") as f:
+            f.write(f"{item.nodeid}\t{_kib(os.getpid(), 'status', 'VmRSS:')}\n")
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash.get(_KEY, None)
     if state is None:
@@ -186,6 +229,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         f"peak resident memory: {p.rss_kib / gib:.2f} GiB RSS summed, {p.pss_kib / gib:.2f} GiB "
         f"PSS summed, over {p.processes} processes (pytest and those it started), during "
         f"{p.test}"
+    )
+    terminalreporter.write_line(
+        "at the peak: "
+        + ", ".join(f"{n} {k / gib:.2f}" for n, k in sorted(p.parts.items(), key=lambda x: -x[1]))
+        + " (GiB RSS)"
     )
     top = sorted(state.by_test.items(), key=lambda kv: -kv[1][0])[:5]
     terminalreporter.write_line(
