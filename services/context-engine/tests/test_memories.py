@@ -6,13 +6,16 @@ and bad input is a 422 naming the field with nothing written. One engine serves 
 
 from __future__ import annotations
 
+import asyncio
 import re
+import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 import pytest_asyncio
 from engine_harness import (
@@ -25,9 +28,22 @@ from engine_harness import (
     start_engine,
     write_conversation,
 )
+from mcp import Client
 
 from context_engine.ingest.memories import MAX_SEGMENT_CHARS, default_speaker, split_text
+from context_engine.mcp.client import MemoryApi
+from context_engine.mcp.server import build_server
 from context_engine.memory.daily import reflection_payload
+from context_engine.routes.memories import SCOPE as MEMORIES_SCOPE
+from context_engine.routes.schemas import AddMemory
+from context_engine.store.idempotency import PgIdempotencyStore
+from her_os_shared.idempotency import (
+    MAX_KEY_CHARS,
+    REPLAYED_HEADER,
+    Answer,
+    Idempotency,
+    fingerprint,
+)
 from her_os_shared.jsonl import JsonlReader, append_records
 from her_os_shared.transcript import TranscriptPayload
 
@@ -339,3 +355,155 @@ def test_the_default_speaker_is_the_owner() -> None:
     assert default_speaker(None) == default_speaker("  ") == "owner"
     assert default_speaker(" Farah ") == "Farah"
     assert default_speaker("x" * 200) == "x" * 128  # a segment's speaker holds 128
+
+
+# --- Idempotency-Key (issue 39): a retried write is stored once ---
+
+
+def keyed(key: str | bytes) -> dict[str, str | bytes]:
+    return {**AUTH, "Idempotency-Key": key}
+
+
+async def post_memory(engine: Engine, body: dict[str, Any], key: str | bytes) -> httpx.Response:
+    return await engine.client.post("/v1/memories", json=body, headers=keyed(key))
+
+
+@on_engine
+async def test_a_repeat_with_the_same_key_stores_one_memory_and_answers_the_same(
+    engine: Engine,
+) -> None:
+    body = {"text": "The boiler was serviced on Tuesday.", "at": EARLIER.isoformat()}
+    key = str(uuid.uuid4())
+    first = await post_memory(engine, body, key)
+    assert first.status_code == 201, first.text
+    assert REPLAYED_HEADER.lower() not in first.headers
+    written = snapshot(transcripts(engine))
+    # The retry, and the same body with a default spelt out: the first answer, nothing new.
+    for repeat in (body, body | {"source": "api"}):
+        again = await post_memory(engine, repeat, key)
+        assert again.status_code == 201, again.text
+        assert again.content == first.content
+        assert again.headers[REPLAYED_HEADER] == "true"
+    assert snapshot(transcripts(engine)) == written
+    assert len(payloads(engine, first.json()["session_id"])) == 1
+    # Kept in PostgreSQL: a new process (nothing in memory) answers it the same.
+    restarted = Idempotency(PgIdempotencyStore(engine.runtime.db.main))
+
+    async def never() -> Answer:
+        raise AssertionError("a repeat must not write")
+
+    replay = await restarted.run(MEMORIES_SCOPE, key, fingerprint_of(body), never)
+    assert (replay.status, replay.body, replay.replayed) == (201, first.content, True)
+    # Without a key, the same body is another memory (as before keys existed).
+    plain = [await add(engine, **body) for _ in range(2)]
+    assert plain[0]["session_id"] != plain[1]["session_id"]
+
+
+def new_sessions(engine: Engine, before: dict[str, bytes]) -> set[str]:
+    """Sessions whose JSONL appeared since `before` (a snapshot)."""
+    names = set(snapshot(transcripts(engine))) - set(before)
+    return {n.removesuffix(".jsonl") for n in names if n.endswith(".jsonl") and n[0] != "."}
+
+
+def fingerprint_of(body: dict[str, Any]) -> str:
+    return fingerprint(AddMemory.model_validate(body).model_dump(mode="json"))
+
+
+@on_engine
+async def test_concurrent_repeats_store_once_and_both_get_the_first_answer(
+    engine: Engine,
+) -> None:
+    before = snapshot(transcripts(engine))
+    body = {"text": "Meera's flight lands at six.", "at": EARLIER.isoformat()}
+    key = str(uuid.uuid4())
+    answers = await asyncio.gather(*(post_memory(engine, body, key) for _ in range(2)))
+    assert [r.status_code for r in answers] == [201, 201], [r.text for r in answers]
+    assert answers[0].content == answers[1].content
+    assert sorted(r.headers.get(REPLAYED_HEADER, "no") for r in answers) == ["no", "true"]
+    assert new_sessions(engine, before) == {answers[0].json()["session_id"]}
+    assert len(payloads(engine, answers[0].json()["session_id"])) == 1
+
+
+@on_engine
+async def test_a_key_reused_for_another_body_is_a_409_and_nothing_is_written(
+    engine: Engine,
+) -> None:
+    key = str(uuid.uuid4())
+    first = await post_memory(engine, {"text": "Buy oat milk."}, key)
+    assert first.status_code == 201, first.text
+    before = snapshot(transcripts(engine))
+    for other in ({"text": "Buy almond milk."}, {"text": "Buy oat milk.", "speaker": "Ravi"}):
+        r = await post_memory(engine, other, key)
+        assert r.status_code == 409, r.text
+        assert "already used for a different request" in r.json()["detail"]
+    assert snapshot(transcripts(engine)) == before
+
+
+@on_engine
+@pytest.mark.parametrize(
+    ("key", "reason"),
+    [
+        ("", "must not be empty"),
+        ("k" * (MAX_KEY_CHARS + 1), f"at most {MAX_KEY_CHARS} characters"),
+        ("a\tb", "printable ASCII"),
+        ("cl\xe9".encode("latin-1"), "printable ASCII"),
+    ],
+    ids=["empty", "too-long", "control", "not-ascii"],
+)
+async def test_a_malformed_key_is_a_422_naming_the_header(
+    engine: Engine, key: str | bytes, reason: str
+) -> None:
+    before = snapshot(transcripts(engine))
+    r = await post_memory(engine, {"text": "Call the plumber."}, key)
+    assert r.status_code == 422, r.text
+    [problem] = r.json()["detail"]
+    assert problem["loc"] == ["header", "Idempotency-Key"]
+    assert reason in problem["msg"]
+    assert snapshot(transcripts(engine)) == before
+
+
+@on_engine
+async def test_a_key_is_free_again_once_its_window_has_passed(engine: Engine) -> None:
+    idempotency = engine.runtime.idempotency
+    key = str(uuid.uuid4())
+    first = await post_memory(engine, {"text": "The car is due for its MOT."}, key)
+    assert first.status_code == 201, first.text
+    later = timedelta(seconds=engine.runtime.settings.idempotency_window_s + 60)
+    # The engine's clock moves on a day; nothing sleeps.
+    idempotency.clock = lambda: datetime.now(UTC) + later
+    try:
+        for text in ("The car passed its MOT.", "The car is due for its MOT."):
+            r = await post_memory(engine, {"text": text}, key)
+            assert r.status_code == 201, r.text  # no 409: the first use has expired
+            assert REPLAYED_HEADER.lower() not in r.headers
+            assert r.json()["session_id"] != first.json()["session_id"]
+            key = str(uuid.uuid4())
+    finally:
+        idempotency.clock = lambda: datetime.now(UTC)
+
+
+@on_engine
+async def test_mcp_add_memory_passes_its_idempotency_key(engine: Engine) -> None:
+    api = MemoryApi.in_process(engine.app, TOKEN)
+    try:
+        async with Client(build_server(lambda: api, read_only=False)) as mcp:
+            before = snapshot(transcripts(engine))
+            key = str(uuid.uuid4())
+            said = "Nadia's birthday is on the ninth."
+            arguments = {"episode_body": said, "idempotency_key": key}
+            results = [await mcp.call_tool("add_memory", arguments) for _ in range(2)]
+            assert not any(r.is_error for r in results), [r.content for r in results]
+            first, again = (r.structured_content for r in results)
+            assert first == again
+            assert new_sessions(engine, before) == {first["session_id"]}
+            # The REST route with the same key and another body (source "api") is refused.
+            r = await post_memory(engine, {"text": said}, key)
+            assert r.status_code == 409, r.text
+            # A malformed key is the tool's error, naming the argument, not echoing it.
+            bad = await mcp.call_tool("add_memory", arguments | {"idempotency_key": "é" * 3})
+            assert bad.is_error
+            message = "\n".join(getattr(block, "text", "") for block in bad.content)
+            assert "idempotency_key: must be printable ASCII" in message, message
+            assert "é" not in message and "input_value" not in message
+    finally:
+        await api.aclose()

@@ -19,7 +19,7 @@ TABLES = {
     "observability_events", "session_stages", "extracted_relations", "extraction_runs",
     "entity_contradictions", "vector_spaces", "segment_vectors", "communities",
     "consolidation_runs", "entity_tier_history", "daily_reflections", "promise_fulfilments",
-    "event_offsets", "entity_vectors", "vector_todo",
+    "event_offsets", "entity_vectors", "vector_todo", "idempotency_keys",
 }  # fmt: skip
 
 
@@ -41,7 +41,7 @@ async def test_migrations_create_the_schema_and_match_the_models(engine) -> None
         version = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
     assert TABLES <= tables
     assert diff == [], f"models and migrations disagree: {diff}"
-    assert version == "0015"
+    assert version == "0016"
 
 
 async def test_segment_text_is_searchable_through_the_generated_tsvector(engine) -> None:

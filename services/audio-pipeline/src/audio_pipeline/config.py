@@ -8,6 +8,7 @@ from typing import Literal, Self
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from her_os_shared.idempotency import DEFAULT_WINDOW_S
 from her_os_shared.settings import ServiceSettings
 
 
@@ -55,6 +56,12 @@ class Settings(ServiceSettings):
     wearer_name: str = Field(default="user", min_length=1, max_length=128)
     transcripts_dir: Path = Path("data/transcripts")
     events_dir: Path = Path("data/events")
+    # /webhook/* with an `Idempotency-Key` (her_os_shared.idempotency): a batch re-sent with
+    # the key within this many seconds is answered with the first answer and not stored again.
+    idempotency_window_s: float = Field(default=DEFAULT_WINDOW_S, ge=60, le=30 * 86400)
+    # The keys' SQLite file (default: idempotency.sqlite3 in spool_dir, which compose keeps
+    # on a volume).
+    idempotency_path: Path | None = None
 
     # Bundled model files are assembled/cached here (e.g. the two-part Whisper model).
     models_dir: Path = Path("data/models")
@@ -123,7 +130,11 @@ class Settings(ServiceSettings):
     # process (docker compose's `ser` service: heuristic; the GPU overlay's: emotion2vec).
     ser_backend: Literal["heuristic", "emotion2vec"] = "heuristic"
 
-    @field_validator("webhook_token", "ser_url", mode="before")
+    @property
+    def idempotency_file(self) -> Path:
+        return self.idempotency_path or self.spool_dir / "idempotency.sqlite3"
+
+    @field_validator("webhook_token", "ser_url", "idempotency_path", mode="before")
     @classmethod
     def _empty_is_none(cls, v: object) -> object:
         return None if v == "" else v  # compose passes an unset variable as ""

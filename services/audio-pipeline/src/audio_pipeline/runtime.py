@@ -39,6 +39,8 @@ from audio_pipeline.wearable import (
 )
 from her_os_shared.creatures import CreatureName
 from her_os_shared.events import ObservabilityEvent
+from her_os_shared.idempotency import Idempotency
+from her_os_shared.idempotency_sqlite import SqliteIdempotencyStore
 from her_os_shared.jsonl import JsonlReader, append_records, stream_path
 from her_os_shared.logging import get_logger
 from her_os_shared.transcript import Emotion, Segment, TranscriptPayload
@@ -82,6 +84,11 @@ class AudioRuntime:
             spool_dir=settings.spool_dir,
             memory_s=settings.session_memory_s,
             max_audio_s=settings.session_max_audio_s,
+        )
+        # Webhook batches re-sent with the same Idempotency-Key are stored once.
+        self.idempotency = Idempotency(
+            SqliteIdempotencyStore(settings.idempotency_file),
+            window_s=settings.idempotency_window_s,
         )
         self.fast = ThreadPoolExecutor(1, thread_name_prefix="fast")
         self.sweep_pool = ThreadPoolExecutor(1, thread_name_prefix="sweep")

@@ -12,13 +12,14 @@ import json
 from typing import Annotated, Any
 from urllib.parse import parse_qsl
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from pydantic import ValidationError
 
 from audio_pipeline.audio import AudioError
 from audio_pipeline.routes import RuntimeDep, require_ready
 from audio_pipeline.wearable import parse_transcript
 from her_os_shared.auth import BEARER_SCHEME, TOKEN_HEADER, header_token, token_matches
+from her_os_shared.idempotency import HEADER, Answer, IdempotencyKeyHeader, fingerprint, key_header
 from her_os_shared.ids import InvalidIdError, validate_id
 
 router = APIRouter(prefix="/webhook", tags=["wearable webhooks"])
@@ -37,6 +38,9 @@ def query_params(request: Request) -> dict[str, str]:
 
 
 Params = Annotated[dict[str, str], Depends(query_params)]
+# Omi's own name for the key (newer Omi backends send it with their webhooks' retries).
+OMI_KEY_HEADER = "X-Omi-Idempotency-Key"
+OmiKeyHeader = key_header(OMI_KEY_HEADER, f"the same as {HEADER}, which counts when both are sent")
 
 
 def require_webhook_auth(request: Request, params: Params) -> None:
@@ -79,14 +83,22 @@ def _id(params: dict[str, str], name: str, *, max_length: int = 128) -> str:
     dependencies=[Depends(require_webhook_auth)],
     summary="Omi 'Realtime audio bytes': raw PCM16 mono chunks (query: sample_rate, uid) "
     "buffered into the device's current session",
+    response_model=dict[str, Any],
     responses={
         400: {"description": "empty body or not PCM16"},
+        409: {"description": "the Idempotency-Key was used for another chunk"},
         413: {"description": "chunk too long"},
         415: {"description": "not application/octet-stream"},
         422: {"description": "bad sample_rate or uid"},
     },
 )
-async def audio(request: Request, runtime: RuntimeDep, params: Params) -> dict[str, Any]:
+async def audio(
+    request: Request,
+    runtime: RuntimeDep,
+    params: Params,
+    key: IdempotencyKeyHeader = None,
+    omi_key: OmiKeyHeader = None,
+) -> Response:
     require_ready(runtime)
     ctype = request.headers.get("content-type", "application/octet-stream").split(";")[0]
     if ctype.strip().lower() not in ("application/octet-stream", "audio/l16", "audio/pcm"):
@@ -97,10 +109,16 @@ async def audio(request: Request, runtime: RuntimeDep, params: Params) -> dict[s
     except ValueError:
         raise HTTPException(422, "query parameter 'sample_rate' must be an integer") from None
     body = await request.body()
-    try:
-        return await runtime.wearable_chunk(uid, rate, body)
-    except AudioError as exc:
-        raise HTTPException(exc.status_code, exc.reason) from None
+
+    async def buffer() -> Answer:
+        try:
+            return Answer.json(200, await runtime.wearable_chunk(uid, rate, body))
+        except AudioError as exc:
+            raise HTTPException(exc.status_code, exc.reason) from None
+
+    scope = f"POST /webhook/audio uid={uid}"  # a key is the wearable's own
+    same = fingerprint({"sample_rate": rate}, body)
+    return await runtime.idempotency.respond(scope, key or omi_key, same, buffer)
 
 
 @router.post(
@@ -108,9 +126,19 @@ async def audio(request: Request, runtime: RuntimeDep, params: Params) -> dict[s
     dependencies=[Depends(require_webhook_auth)],
     summary="Omi 'Realtime transcript': the client's own segments (query: session_id, uid) "
     "written to the session's JSONL unchanged in meaning",
-    responses={422: {"description": "not JSON, or malformed segments"}},
+    response_model=dict[str, Any],
+    responses={
+        409: {"description": "the Idempotency-Key was used for another batch"},
+        422: {"description": "not JSON, or malformed segments"},
+    },
 )
-async def transcript(request: Request, runtime: RuntimeDep, params: Params) -> dict[str, Any]:
+async def transcript(
+    request: Request,
+    runtime: RuntimeDep,
+    params: Params,
+    key: IdempotencyKeyHeader = None,
+    omi_key: OmiKeyHeader = None,
+) -> Response:
     uid = _id(params, "uid") if "uid" in params else "wearable"
     try:
         body = json.loads(await request.body())
@@ -126,7 +154,15 @@ async def transcript(request: Request, runtime: RuntimeDep, params: Params) -> d
         session_id = _id({"session_id": parsed.session_id}, "session_id")
     else:
         raise HTTPException(422, "session_id is required (query parameter or body field)")
-    try:
-        return await asyncio.to_thread(runtime.wearable_transcript, session_id, uid, parsed)
-    except ValueError as exc:
-        raise HTTPException(422, str(exc)) from None
+
+    async def write() -> Answer:
+        try:
+            written = await asyncio.to_thread(runtime.wearable_transcript, session_id, uid, parsed)
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from None
+        return Answer.json(200, written)
+
+    scope = f"POST /webhook/transcript uid={uid}"
+    # The body as parsed JSON: a batch re-serialised with its keys in another order is the same.
+    same = fingerprint({"session_id": session_id, "body": body})
+    return await runtime.idempotency.respond(scope, key or omi_key, same, write)

@@ -73,7 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         CORSMiddleware,
         allow_origins=list(settings.dashboard_origins),
         allow_methods=["GET", "POST"],
-        allow_headers=["X-Internal-Token", "Content-Type", "Last-Event-ID"],
+        allow_headers=["X-Internal-Token", "Content-Type", "Last-Event-ID", "Idempotency-Key"],
         max_age=600,
     )
     app.include_router(api_router(settings.internal_token, record_auth_failure))

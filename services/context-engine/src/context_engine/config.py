@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
+from her_os_shared.idempotency import DEFAULT_WINDOW_S
 from her_os_shared.retry import Backoff
 from her_os_shared.settings import ServiceSettings
 
@@ -59,6 +60,10 @@ class Settings(ServiceSettings):
     ingest_batch_segments: int = Field(default=2000, ge=1)
     # A session ends after this much silence (no new speech).
     session_gap_s: float = Field(default=900.0, gt=0)
+    # POST /v1/memories with an `Idempotency-Key` (her_os_shared.idempotency): a repeat of
+    # the key within this many seconds is answered with the first answer; older keys are
+    # purged and may be used again.
+    idempotency_window_s: float = Field(default=DEFAULT_WINDOW_S, ge=60, le=30 * 86400)
 
     # --- the chronicler (chronicler.py, event_files.py, routes/events.py; issue 8) ---
     # The last events in memory: the live stream's catch-up and resume, and recent queries.

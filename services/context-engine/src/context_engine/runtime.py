@@ -47,11 +47,13 @@ from context_engine.search.legs.vector import VectorLeg
 from context_engine.search.query import RetrievalLeg
 from context_engine.search.retrieve import FusionParams, Retriever
 from context_engine.store.db import Databases, create_databases, ping
+from context_engine.store.idempotency import PgIdempotencyStore
 from context_engine.store.migrate import migrate_until_done
 from context_engine.store.stats import engine_stats
 from context_engine.vectors.factory import make_vector_store
 from her_os_shared.creatures import CreatureName
 from her_os_shared.events import EventType
+from her_os_shared.idempotency import Idempotency
 from her_os_shared.logging import get_logger
 from her_os_shared.memo import AsyncLRU
 from her_os_shared.retry import retry_until_done
@@ -151,6 +153,10 @@ class Runtime:
         )
         self.event_files = EventFileReader(
             self.db.events, self.chronicler, s.events_dir, retention_days=s.events_retention_days
+        )
+        # Writes repeated with the same Idempotency-Key (POST /v1/memories) happen once.
+        self.idempotency = Idempotency(
+            PgIdempotencyStore(self.db.main), window_s=s.idempotency_window_s
         )
 
         # 7. Forgetting, across every store above (and the audio pipeline's voices).

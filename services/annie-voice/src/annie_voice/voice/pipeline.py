@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipecat.audio.vad.silero import SileroVADAnalyzer
-from pipecat.audio.vad.vad_analyzer import VADParams
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.aggregators.llm_context import LLMContext
@@ -46,6 +44,7 @@ from annie_voice.voice.stt import (
     make_recognizer,
 )
 from annie_voice.voice.tts import TTS_SAMPLE_RATE, SpeechSynth, SynthTTSService
+from annie_voice.voice.vad import check_vad, silero_vad
 
 
 @dataclass
@@ -60,9 +59,11 @@ class VoiceModels:
         return cls(stt=make_recognizer(settings), tts=SpeechSynth(settings))
 
     def check(self) -> None:
-        """Raise VoiceBackendError (naming the setting) when a configured backend cannot run."""
+        """Raise VoiceBackendError (naming the setting) when a configured backend cannot run,
+        or when the VAD's model file is not the pinned one."""
         self.stt.check()
         self.tts.check()
+        check_vad()
 
     def describe(self) -> dict[str, str]:
         return {"stt": self.stt.backend, "tts": self.tts.backend}
@@ -82,9 +83,7 @@ def build_processors(
     aggregators = LLMContextAggregatorPair(
         context,
         user_params=LLMUserAggregatorParams(
-            vad_analyzer=SileroVADAnalyzer(
-                sample_rate=STT_SAMPLE_RATE, params=VADParams(stop_secs=settings.vad_stop_s)
-            ),
+            vad_analyzer=silero_vad(STT_SAMPLE_RATE, settings.vad_stop_s),
             user_turn_strategies=UserTurnStrategies(
                 start=[VADUserTurnStartStrategy()],
                 stop=[

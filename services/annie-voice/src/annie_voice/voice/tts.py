@@ -2,7 +2,8 @@
 
 The synthesiser is chosen by ANNIE_VOICE_TTS_BACKEND and loaded once per process, on first use:
 
-- `hibari` (embedded): hibari-tts's bundled voice (ONNX, sha256-checked), on CPU.
+- `hibari` (embedded): hibari-tts's bundled voice (ONNX) and the pronunciation data hibari
+  reads for it, all sha256-checked before hibari is imported; on CPU.
 - `kokoro` (production): kokoro-onnx with local model and voices files
   (ANNIE_VOICE_KOKORO_MODEL_PATH, ANNIE_VOICE_KOKORO_VOICES_PATH); when the package is not
   installed it fails with a message naming the setting.
@@ -22,7 +23,7 @@ from pipecat.services.settings import TTSSettings
 from pipecat.services.tts_service import TTSService
 
 from annie_voice.config import Settings
-from annie_voice.voice.bundled import HIBARI_HEART
+from annie_voice.voice.bundled import HIBARI_ASSETS, HIBARI_HEART
 from annie_voice.voice.errors import VoiceBackendError
 from her_os_shared.bundled import verified_path
 from her_os_shared.logging import get_logger
@@ -100,9 +101,13 @@ class SpeechSynth:
 
             self._fn = kokoro_fn
         else:
+            model = verified_path(HIBARI_HEART)
+            # hibari reads the rest from its package, some of it when imported: checked first.
+            for spec in HIBARI_ASSETS.values():
+                verified_path(spec)
             from hibari import Hibari
 
-            engine = Hibari(voice="heart", model=str(verified_path(HIBARI_HEART)), threads=1)
+            engine = Hibari(voice="heart", model=str(model), threads=1)
 
             def hibari_fn(text: str) -> list[np.ndarray]:
                 return [np.asarray(a, dtype=np.float32) for a in engine.stream(text, speed=speed)]

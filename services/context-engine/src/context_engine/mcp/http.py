@@ -34,6 +34,9 @@ from her_os_shared.logging import get_logger
 log = get_logger(__name__)
 
 PATH = "/mcp"
+# The JSON-RPC error code of a refused token: MCP leaves -32000..-32019 to implementations
+# (the SDK's client uses -32000 and -32001 itself).
+UNAUTHORIZED = -32010
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # noqa: S104 (names compared, nothing bound)
 
@@ -124,8 +127,15 @@ class McpEndpoint:
             detail = f"{reason} {TOKEN_HEADER} header"
         if self._on_auth_failure is not None:
             await self._on_auth_failure(request, reason)
+        # `detail` as every /v1 refusal; the same reason as a JSON-RPC error too, which MCP
+        # clients surface (the SDK's client, given a 401 without one, says only "Server
+        # returned an error response"). The request's id is not read: null, as JSON-RPC
+        # allows for a request refused before it is parsed (the client matches it anyway).
+        error = {"code": UNAUTHORIZED, "message": f"unauthorized: {detail}"}
         return JSONResponse(
-            {"detail": detail}, status_code=401, headers={"WWW-Authenticate": BEARER_SCHEME}
+            {"jsonrpc": "2.0", "id": None, "error": error, "detail": detail},
+            status_code=401,
+            headers={"WWW-Authenticate": BEARER_SCHEME},
         )
 
 

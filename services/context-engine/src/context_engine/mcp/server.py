@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp_types import ToolAnnotations
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from pydantic import ValidationError
 
 from context_engine import __version__
 from context_engine.mcp.limits import MAX_ITEMS, MAX_RESULT_BYTES, MAX_TEXT_CHARS
@@ -19,6 +21,7 @@ from context_engine.mcp.tools import (
     ApiFactory,
     MemoryTools,
 )
+from her_os_shared.errors import validation_problems
 
 NAME = "her-os"
 OWNER_PROFILE_URI = "her-os://profile/owner"
@@ -46,14 +49,39 @@ DESTRUCTIVE = ToolAnnotations(
 )
 
 
-def build_server(api_factory: ApiFactory, *, read_only: bool) -> MCPServer:
+# Problems listed for one call's bad arguments (then "(+N more)").
+MAX_ARGUMENT_PROBLEMS = 10
+
+
+class MemoryServer(MCPServer):
+    """The SDK's server, with short errors for bad arguments: the SDK's message is pydantic's
+    whole text (the model's name, each rejected value, a documentation link); here it is one
+    `argument: reason` line per problem, without the value (an LLM reads it to correct the
+    call, and the value may be long or private)."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            problems = validation_problems(cause, MAX_ARGUMENT_PROBLEMS)
+            lines = "\n".join(problems)
+            # From the ValidationError still: the SDK logs the failing fields' names from it.
+            raise ToolError(f"Error executing tool {name}: invalid arguments\n{lines}") from cause
+
+
+def build_server(api_factory: ApiFactory, *, read_only: bool) -> MemoryServer:
     """The server with every tool, or without the writing ones when `read_only` (they are
     not registered: a client neither lists nor calls them), and the two resources."""
     # The SDK's constructor configures the root logger when nothing has yet (basicConfig with
     # its own handler and level); logging is the process's (her_os_shared.logging): undo it.
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    server: MCPServer = MCPServer(
+    server = MemoryServer(
         NAME, title="her-os memory", instructions=INSTRUCTIONS, version=__version__
     )
     root.handlers[:] = handlers

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from context_engine.extract.schema import EntityType
 from context_engine.knowledge.statement_facts import content
@@ -35,6 +35,8 @@ from context_engine.mcp.results import (
     StatusResult,
 )
 from context_engine.memory.tiers import Tier
+from her_os_shared.idempotency import HEADER as IDEMPOTENCY_HEADER
+from her_os_shared.idempotency import KEY_PATTERN, MAX_KEY_CHARS, check_key
 from her_os_shared.ids import ID_PATTERN, SafeId
 
 ApiFactory = Callable[[], MemoryApi]
@@ -247,7 +249,7 @@ class MemoryTools:
         offset = 0
         if cursor is not None:
             if not cursor.isdigit():
-                raise ToolError(f"cursor: {cursor[:20]!r} is not a cursor this tool returned")
+                raise ToolError("cursor: not a cursor this tool returned (pass next_cursor as is)")
             offset = int(cursor)
         params = {
             "type": entity_type,
@@ -445,6 +447,16 @@ class MemoryTools:
                 json_schema_extra={"pattern": ID_PATTERN, "maxLength": 128},
             ),
         ] = None,
+        idempotency_key: Annotated[
+            str | None,
+            Field(
+                description="a unique key (e.g. a UUID) for this memory: retrying the call with "
+                "the same key and the same arguments (within the engine's window, 24 hours by "
+                "default) returns the first result and stores nothing twice",
+                json_schema_extra={"pattern": KEY_PATTERN, "maxLength": MAX_KEY_CHARS},
+            ),
+            AfterValidator(check_key),
+        ] = None,
     ) -> AddMemoryResult:
         """Remember something: the text is written as a transcript session, like speech
         the wearable heard, so it is searched, extracted into entities and facts, and
@@ -459,7 +471,9 @@ class MemoryTools:
             payload["at"] = reference_time.isoformat()
         if session_id is not None:
             payload["session_id"] = session_id
-        body = await self._rest(lambda api: api.post("/v1/memories", payload))
+        # The REST route's header: the same key, the same window, the same answer.
+        headers = {IDEMPOTENCY_HEADER: idempotency_key} if idempotency_key is not None else None
+        body = await self._rest(lambda api: api.post("/v1/memories", payload, headers=headers))
         return AddMemoryResult(
             message=f"remembered as session {body['session_id']} "
             f"({len(body['segment_ids'])} segments); searchable once ingested, within seconds",

@@ -22,6 +22,7 @@ from context_engine.pipeline.jobs import JobQueue
 from context_engine.privacy.forget import ForgetQueueFn, Forgetter
 from context_engine.runtime import Runtime
 from context_engine.search.retrieve import Retriever
+from her_os_shared.idempotency import Idempotency
 from her_os_shared.ids import ID_PATTERN
 
 if TYPE_CHECKING:
@@ -87,6 +88,10 @@ def _entity_vectors(runtime: _Runtime) -> EntityEmbedding | None:
     return runtime.entity_embedding
 
 
+def _idempotency(runtime: _Runtime) -> Idempotency:
+    return runtime.idempotency
+
+
 def _engine_stats(runtime: _Runtime) -> Callable[[], Awaitable[dict[str, Any]]]:
     return runtime.stats
 
@@ -111,6 +116,8 @@ CheckerDep = Annotated[StoreChecker, Depends(_checker)]
 ReflectorDep = Annotated[DailyReflector, Depends(_reflector)]
 # None when the vector index is disabled.
 EntityVectors = Annotated[EntityEmbedding | None, Depends(_entity_vectors)]
+# Writes run once per Idempotency-Key (her_os_shared.idempotency).
+IdempotencyDep = Annotated[Idempotency, Depends(_idempotency)]
 # What the whole engine holds and serves without (GET /v1/stats).
 EngineStats = Annotated[Callable[[], Awaitable[dict[str, Any]]], Depends(_engine_stats)]
 # PostgreSQL's bigint: a larger id or offset is a 422 here, not a database error (500; found

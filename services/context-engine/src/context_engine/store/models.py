@@ -19,6 +19,7 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     Text,
     UniqueConstraint,
@@ -561,3 +562,22 @@ class ForgetRequest(Base):
     attempts: Mapped[int] = mapped_column(Integer, server_default="0")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class IdempotencyKey(Base):
+    """A write's `Idempotency-Key` (her_os_shared.idempotency, store/idempotency.py): the
+    request it was claimed for (`fingerprint`, a sha256), by whom (`owner`, one claim), when,
+    and the answer once there is one (`status` NULL while the request runs). Purged after
+    the window (`idempotency_window_s`)."""
+
+    __tablename__ = "idempotency_keys"
+
+    scope: Mapped[str] = mapped_column(Text, primary_key=True)  # the route (and caller)
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(Text)
+    owner: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    status: Mapped[int | None] = mapped_column(Integer)
+    body: Mapped[bytes | None] = mapped_column(LargeBinary)
+
+    __table_args__ = (Index("ix_idempotency_keys_created_at", "created_at"),)
