@@ -130,8 +130,11 @@ def create_service_app(
         return Response(json.dumps(body), status_code=422, media_type="application/json")
 
     @app.get("/health", tags=["health"], summary="Liveness and readiness (no auth)")
-    async def health() -> JSONResponse:
-        found = True if health_check is None else await health_check(app)
+    async def health(request: Request) -> JSONResponse:
+        # The app from the request, not from this closure: FastAPI keeps its endpoints in
+        # process-wide caches, and an endpoint that held its app would keep every app built
+        # in a process alive (a test run builds hundreds, each with its models).
+        found = True if health_check is None else await health_check(request.app)
         report = found if isinstance(found, HealthReport) else HealthReport(ready=found)
         # No versions, paths or backend names here: /health is unauthenticated.
         if not report.ready:
