@@ -915,14 +915,14 @@ APT_LICENCES: dict[str, System] = {
     ),
     "gcc": System(
         "GPL-3.0-or-later (with the GCC Runtime Library Exception for its runtime libraries)",
-        "the build stages of the audio pipeline's and Annie's images (compiles "
-        "deploy/gpl_codec_stubs.py's stubs); not in any image",
+        "the build stages of the audio pipeline's and Annie's images, and test machines "
+        "(compiles deploy/gpl_codec_stubs.py's stubs); not in any image",
         DEBIAN_DOC.format("gcc-12"),
     ),
     "binutils": System(
         "GPL-3.0-or-later",
-        "the build stages of the audio pipeline's and Annie's images (readelf and nm for "
-        "deploy/gpl_codec_stubs.py); not in any image",
+        "the build stages of the audio pipeline's and Annie's images, and test machines "
+        "(readelf and nm for deploy/gpl_codec_stubs.py); not in any image",
         DEBIAN_DOC.format("binutils"),
     ),
     "ffmpeg": System(
