@@ -43,6 +43,14 @@ OMI_KEY_HEADER = "X-Omi-Idempotency-Key"
 OmiKeyHeader = key_header(OMI_KEY_HEADER, f"the same as {HEADER}, which counts when both are sent")
 
 
+def webhook_key(key: IdempotencyKeyHeader = None, omi_key: OmiKeyHeader = None) -> str | None:
+    """A batch's idempotency key: ours when sent, else Omi's."""
+    return key or omi_key
+
+
+WebhookKey = Annotated[str | None, Depends(webhook_key)]
+
+
 def require_webhook_auth(request: Request, params: Params) -> None:
     settings = request.app.state.settings
     if settings.internal_token is None:  # insecure development mode, as for /v1
@@ -96,8 +104,7 @@ async def audio(
     request: Request,
     runtime: RuntimeDep,
     params: Params,
-    key: IdempotencyKeyHeader = None,
-    omi_key: OmiKeyHeader = None,
+    key: WebhookKey,
 ) -> Response:
     require_ready(runtime)
     ctype = request.headers.get("content-type", "application/octet-stream").split(";")[0]
@@ -118,7 +125,7 @@ async def audio(
 
     scope = f"POST /webhook/audio uid={uid}"  # a key is the wearable's own
     same = fingerprint({"sample_rate": rate}, body)
-    return await runtime.idempotency.respond(scope, key or omi_key, same, buffer)
+    return await runtime.idempotency.respond(scope, key, same, buffer)
 
 
 @router.post(
@@ -136,8 +143,7 @@ async def transcript(
     request: Request,
     runtime: RuntimeDep,
     params: Params,
-    key: IdempotencyKeyHeader = None,
-    omi_key: OmiKeyHeader = None,
+    key: WebhookKey,
 ) -> Response:
     uid = _id(params, "uid") if "uid" in params else "wearable"
     try:
@@ -165,4 +171,4 @@ async def transcript(
     scope = f"POST /webhook/transcript uid={uid}"
     # The body as parsed JSON: a batch re-serialised with its keys in another order is the same.
     same = fingerprint({"session_id": session_id, "body": body})
-    return await runtime.idempotency.respond(scope, key or omi_key, same, write)
+    return await runtime.idempotency.respond(scope, key, same, write)
