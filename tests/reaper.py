@@ -20,30 +20,32 @@ _POLL_S = 0.5
 _GRACE_S = 10.0
 
 
-def _alive(pid: int) -> bool:
+RUN_ENV = "HER_OS_TEST_RUN"
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie is gone for our purposes)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is gone for our purposes
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return False
     return state != "Z"
 
 
-def _run_processes(marker: bytes) -> list[int]:
+def run_processes(run_id: str, exclude: frozenset[int] | set[int] = frozenset()) -> list[int]:
+    """PIDs of the live processes whose environment carries this run's id (this one and
+    `exclude` left out)."""
+    marker = f"{RUN_ENV}={run_id}".encode()
     out = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+        if not entry.name.isdigit() or int(entry.name) in exclude or int(entry.name) == os.getpid():
             continue
         try:
-            if marker in (entry / "environ").read_bytes().split(b"\0") and _alive(int(entry.name)):
-                out.append(int(entry.name))
+            environ = (entry / "environ").read_bytes()
         except OSError:
-            continue
+            continue  # gone, or not ours to read
+        if marker in environ.split(b"\0") and alive(int(entry.name)):
+            out.append(int(entry.name))
     return out
 
 
@@ -56,14 +58,13 @@ def _signal_all(pids: list[int], sig: signal.Signals) -> None:
 
 
 def main(pid: int, run_id: str, root: Path) -> None:
-    while _alive(pid):
+    while alive(pid):
         time.sleep(_POLL_S)
-    marker = f"HER_OS_TEST_RUN={run_id}".encode()
-    left = _run_processes(marker)
+    left = run_processes(run_id)
     if left:
         _signal_all(left, signal.SIGTERM)
         deadline = time.monotonic() + _GRACE_S
-        while (left := _run_processes(marker)) and time.monotonic() < deadline:
+        while (left := run_processes(run_id)) and time.monotonic() < deadline:
             time.sleep(0.2)
         _signal_all(left, signal.SIGKILL)
     shutil.rmtree(root, ignore_errors=True)

@@ -33,28 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from reaper import RUN_ENV, run_processes
 
-RUN_ENV = "HER_OS_TEST_RUN"
 _PROC = Path("/proc")
 _SAMPLE_S = 0.5
 _REAPER = Path(__file__).with_name("reaper.py")
-
-
-def run_processes(run_id: str, exclude: frozenset[int] | set[int] = frozenset()) -> list[int]:
-    """PIDs of the live processes whose environment carries this run's id."""
-    marker = f"{RUN_ENV}={run_id}".encode()
-    found = []
-    for entry in _PROC.iterdir() if _PROC.is_dir() else []:
-        if not entry.name.isdigit() or int(entry.name) in exclude:
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue  # gone, or not ours to read
-        if state != "Z" and marker in environ.split(b"\0"):
-            found.append(int(entry.name))
-    return found
 
 
 def _kib(pid: int, path: str, field_name: str) -> int:
@@ -103,18 +86,18 @@ class RunResources:
 
     def sample(self) -> None:
         exclude = {self.reaper.pid} if self.reaper else set()
-        pids = [os.getpid(), *run_processes(self.run_id, exclude | {os.getpid()})]
-        rss = sum(_kib(p, "status", "VmRSS:") for p in pids)
-        own = _kib(os.getpid(), "status", "VmRSS:")
+        me = os.getpid()
+        sizes = {p: _kib(p, "status", "VmRSS:") for p in [me, *run_processes(self.run_id, exclude)]}
+        rss = sum(sizes.values())
         seen = self.by_test.get(self.current, (0, 0))
-        self.by_test[self.current] = (max(seen[0], rss), max(seen[1], own))
+        self.by_test[self.current] = (max(seen[0], rss), max(seen[1], sizes[me]))
         if rss > self.peak.rss_kib:
-            pss = sum(_kib(p, "smaps_rollup", "Pss:") for p in pids)
+            pss = sum(_kib(p, "smaps_rollup", "Pss:") for p in sizes)
             parts: dict[str, int] = {}
-            for p in pids:
-                name = "pytest" if p == os.getpid() else _name(p)
-                parts[name] = parts.get(name, 0) + _kib(p, "status", "VmRSS:")
-            self.peak = _Peak(rss, max(pss, self.peak.pss_kib), self.current, len(pids), parts)
+            for p, kib in sizes.items():
+                name = "pytest" if p == me else _name(p)
+                parts[name] = parts.get(name, 0) + kib
+            self.peak = _Peak(rss, max(pss, self.peak.pss_kib), self.current, len(sizes), parts)
 
     def _loop(self) -> None:
         while not self._stop.wait(_SAMPLE_S):
@@ -132,7 +115,7 @@ class RunResources:
         self.sample()
 
     def describe_leftovers(self) -> list[str]:
-        exclude = {os.getpid(), *([self.reaper.pid] if self.reaper else [])}
+        exclude = {self.reaper.pid} if self.reaper else set()
         out = []
         for pid in run_processes(self.run_id, exclude):
             try:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from run_resources import RUN_ENV
+from reaper import RUN_ENV, alive
 
 ROOT = Path(__file__).resolve().parents[1]
 WAIT_S = 60.0
@@ -43,14 +43,6 @@ def test_starts_servers(tmp_path):
     child.wait()
     subprocess.run(["kill", daemon], check=True)
 """
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _until(what: str, check, timeout: float = WAIT_S) -> None:  # type: ignore[no-untyped-def]
@@ -111,9 +103,9 @@ def test_a_killed_run_leaves_no_process_and_no_temporary_root(tmp_path: Path) ->
         _until("the child run's servers", info.exists)
         found = json.loads(info.read_text())
         pids, root = found["pids"], Path(found["root"])
-        assert all(_alive(p) for p in pids) and root.is_dir()
+        assert all(alive(p) for p in pids) and root.is_dir()
     finally:
         proc.send_signal(signal.SIGKILL)  # no teardown, no atexit: only the reaper is left
         proc.communicate(timeout=WAIT_S)
-    _until("the killed run's processes to be stopped", lambda: not any(map(_alive, pids)))
+    _until("the killed run's processes to be stopped", lambda: not any(map(alive, pids)))
     _until("the killed run's root to be removed", lambda: not root.exists())
