@@ -150,18 +150,18 @@ def _count(activity: np.ndarray, offsets: Sequence[int], n: int) -> np.ndarray:
     return np.rint(total / np.maximum(covered, 1)).astype(np.int64)
 
 
-def _local_speakers(frames: FrameActivity, span: tuple[float, float]) -> dict[int, int]:
+def _local_speakers(
+    activity: np.ndarray, offsets: np.ndarray, centre: np.ndarray, span: tuple[float, float]
+) -> dict[int, int]:
     """{chunk: the local speaker who talks alone in most of `span`} over the chunks that hold
-    the whole span; a chunk where no one talks alone in half of it says nothing."""
-    n = len(frames.count)
-    centre = frame_centres(n)
+    the whole span; a chunk where no one talks alone in half of it says nothing. `offsets`:
+    each chunk's first clip frame; `centre`: each clip frame's time."""
     a, b = (int(x) for x in np.searchsorted(centre, span))
     if b <= a:
         return {}
-    offsets = np.asarray(frames.offsets)
     out: dict[int, int] = {}
     for c in np.flatnonzero((offsets <= a) & (offsets + FRAMES_PER_CHUNK >= b)):
-        local = frames.activity[c, a - offsets[c] : b - offsets[c]] > 0
+        local = activity[c, a - offsets[c] : b - offsets[c]] > 0
         solo = (local & (local.sum(axis=1, keepdims=True) == 1)).sum(axis=0)
         s = int(np.argmax(solo))
         if solo[s] * 2 >= b - a:
@@ -176,10 +176,11 @@ def apart_windows(
     chunks that hold both give them different local speakers (pyannote's cannot-link). Two
     windows far apart share no chunk and are never known apart."""
     local: dict[int, dict[int, int]] = {}
+    offsets, centre = np.asarray(frames.offsets), frame_centres(len(frames.count))
 
     def of(i: int) -> dict[int, int]:
         if i not in local:
-            local[i] = _local_speakers(frames, spans[i])
+            local[i] = _local_speakers(frames.activity, offsets, centre, spans[i])
         return local[i]
 
     def apart(i: int, j: int) -> bool:
